@@ -1,0 +1,21 @@
+# syntax=docker/dockerfile:1
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY migrations ./migrations
+COPY openapi ./openapi
+RUN cargo build --release --locked && strip target/release/mnemo
+
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --no-create-home mnemo
+COPY --from=build /src/target/release/mnemo /usr/local/bin/mnemo
+USER mnemo
+ENV MNEMO_LISTEN=0.0.0.0:8080
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+    CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+ENTRYPOINT ["mnemo"]
+CMD ["serve"]

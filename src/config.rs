@@ -1,0 +1,236 @@
+//! One validated configuration, read from flags and `MNEMO_*` environment variables.
+//!
+//! Secrets (the JWT secret, the LLM API key, the password inside `DATABASE_URL`) never appear in
+//! `Debug` output, so logging the config is safe.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+/// Settings shared by every subcommand.
+#[derive(Clone, Args)]
+pub struct Config {
+    /// PostgreSQL connection string.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+
+    /// Address `mnemo serve` listens on.
+    #[arg(long, env = "MNEMO_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Largest number of pooled database connections.
+    #[arg(long, env = "MNEMO_DB_MAX_CONNECTIONS", default_value_t = 32)]
+    pub db_max_connections: u32,
+
+    /// HS256 shared secret (at least 32 bytes).
+    #[arg(long, env = "MNEMO_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+
+    /// PEM file with the RSA, EC or Ed25519 public key that verifies tokens.
+    #[arg(long, env = "MNEMO_JWT_PUBLIC_KEY")]
+    pub jwt_public_key: Option<PathBuf>,
+
+    /// JWKS document: a file path or an http(s) URL (cached, refreshed on an unknown `kid`).
+    #[arg(long, env = "MNEMO_JWT_JWKS")]
+    pub jwt_jwks: Option<String>,
+
+    /// PEM private key used only by `mnemo token` when tokens are asymmetric.
+    #[arg(long, env = "MNEMO_JWT_PRIVATE_KEY")]
+    pub jwt_private_key: Option<PathBuf>,
+
+    /// Required `iss` claim, when set.
+    #[arg(long, env = "MNEMO_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+
+    /// Required `aud` claim, when set.
+    #[arg(long, env = "MNEMO_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+
+    /// Claim holding the tenant id; a dotted path reaches into objects (`app_metadata.tenant`).
+    #[arg(long, env = "MNEMO_TENANT_CLAIM", default_value = "tenant_id")]
+    pub tenant_claim: String,
+
+    /// Tenant given to tokens that carry no tenant claim (Supabase-style tokens). Unset: such
+    /// tokens are rejected.
+    #[arg(long, env = "MNEMO_DEFAULT_TENANT")]
+    pub default_tenant: Option<String>,
+
+    /// Comma-separated origins allowed by CORS (`*` for any).
+    #[arg(long, env = "MNEMO_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+
+    /// Seconds a request may take before it is answered 408.
+    #[arg(long, env = "MNEMO_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    pub request_timeout_secs: u64,
+
+    /// Default largest request body, in bytes, for routes that set no limit of their own.
+    #[arg(long, env = "MNEMO_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Largest detail-memory content, in bytes.
+    #[arg(long, env = "MNEMO_MEMORY_MAX_BYTES", default_value_t = 32 * 1024 * 1024)]
+    pub memory_max_bytes: usize,
+}
+
+impl Config {
+    /// Checks what clap cannot: returns one line naming the setting that is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        let key_sources = [
+            self.jwt_secret.is_some(),
+            self.jwt_public_key.is_some(),
+            self.jwt_jwks.is_some(),
+        ]
+        .iter()
+        .filter(|set| **set)
+        .count();
+        if key_sources > 1 {
+            return Err(
+                "set only one of MNEMO_JWT_SECRET, MNEMO_JWT_PUBLIC_KEY and MNEMO_JWT_JWKS".into(),
+            );
+        }
+        if let Some(secret) = &self.jwt_secret {
+            if secret.len() < 32 {
+                return Err(format!(
+                    "MNEMO_JWT_SECRET is {} bytes; HS256 needs at least 32",
+                    secret.len()
+                ));
+            }
+        }
+        if self.tenant_claim.trim().is_empty() {
+            return Err("MNEMO_TENANT_CLAIM must not be empty".into());
+        }
+        if let Some(tenant) = &self.default_tenant {
+            if tenant.trim().is_empty() {
+                return Err("MNEMO_DEFAULT_TENANT must not be empty when set".into());
+            }
+        }
+        if self.request_timeout_secs == 0 {
+            return Err("MNEMO_REQUEST_TIMEOUT_SECS must be at least 1".into());
+        }
+        if self.db_max_connections == 0 {
+            return Err("MNEMO_DB_MAX_CONNECTIONS must be at least 1".into());
+        }
+        if self.memory_max_bytes == 0 {
+            return Err("MNEMO_MEMORY_MAX_BYTES must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Validation for commands that verify tokens: a key must be configured.
+    pub fn validate_for_serving(&self) -> Result<(), String> {
+        self.validate()?;
+        if self.database_url.is_none() {
+            return Err("DATABASE_URL is not set".into());
+        }
+        if self.jwt_secret.is_none() && self.jwt_public_key.is_none() && self.jwt_jwks.is_none() {
+            return Err(
+                "no token key: set MNEMO_JWT_SECRET, MNEMO_JWT_PUBLIC_KEY or MNEMO_JWT_JWKS".into(),
+            );
+        }
+        Ok(())
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_secs)
+    }
+
+    /// A configuration for tests and embedding: HS256 with the given secret, defaults elsewhere.
+    pub fn for_secret(database_url: Option<String>, secret: &str) -> Self {
+        Config {
+            database_url,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            db_max_connections: 16,
+            jwt_secret: Some(secret.to_owned()),
+            jwt_public_key: None,
+            jwt_jwks: None,
+            jwt_private_key: None,
+            jwt_issuer: None,
+            jwt_audience: None,
+            tenant_claim: "tenant_id".into(),
+            default_tenant: None,
+            cors_origins: Vec::new(),
+            request_timeout_secs: 30,
+            max_body_bytes: 1024 * 1024,
+            memory_max_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+/// `postgres://user:secret@host/db` becomes `postgres://user:***@host/db`.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &userinfo[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(redact_url),
+            )
+            .field("listen", &self.listen)
+            .field("db_max_connections", &self.db_max_connections)
+            .field("jwt_secret", &self.jwt_secret.as_ref().map(|_| "***"))
+            .field("jwt_public_key", &self.jwt_public_key)
+            .field("jwt_jwks", &self.jwt_jwks)
+            .field("jwt_private_key", &self.jwt_private_key)
+            .field("jwt_issuer", &self.jwt_issuer)
+            .field("jwt_audience", &self.jwt_audience)
+            .field("tenant_claim", &self.tenant_claim)
+            .field("default_tenant", &self.default_tenant)
+            .field("cors_origins", &self.cors_origins)
+            .field("request_timeout_secs", &self.request_timeout_secs)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("memory_max_bytes", &self.memory_max_bytes)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_secrets() {
+        let mut config = Config::for_secret(
+            Some("postgres://app:hunter2@db/mnemo".into()),
+            "a-very-long-secret-of-at-least-32-bytes",
+        );
+        config.jwt_audience = Some("mnemo".into());
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!shown.contains("a-very-long-secret"), "{shown}");
+        assert!(shown.contains("postgres://app:***@db/mnemo"), "{shown}");
+    }
+
+    #[test]
+    fn short_secret_is_one_clear_line() {
+        let config = Config::for_secret(None, "short");
+        let err = config.validate().unwrap_err();
+        assert_eq!(err, "MNEMO_JWT_SECRET is 5 bytes; HS256 needs at least 32");
+    }
+
+    #[test]
+    fn two_key_sources_are_refused() {
+        let mut config = Config::for_secret(None, "0123456789abcdef0123456789abcdef");
+        config.jwt_jwks = Some("jwks.json".into());
+        assert!(config.validate().unwrap_err().contains("only one"));
+    }
+}

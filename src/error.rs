@@ -1,0 +1,191 @@
+//! One error type for the whole API, answered as `application/problem+json` (RFC 9457).
+//!
+//! A handler returns [`ApiError`]; its response carries a [`Problem`] in the response extensions and
+//! the outermost middleware ([`crate::http`]) writes the body, adding the request id and the request
+//! path as `instance`. Responses that axum or tower make on their own (404 fallback, 405, 408, 413)
+//! are rewritten into the same shape there too, so every error a client sees has one form.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// RFC 9457 problem details, as every error body of this API.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Problem {
+    /// A URI naming the kind of problem; `about:blank` when the status says it all.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Short, human-readable summary of the kind of problem.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What exactly went wrong with this request.
+    pub detail: String,
+    /// The request path this problem occurred on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// The request id (also in the `x-request-id` response header); quote it in bug reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// Extension members of this kind of problem (`field`, `current_version`, `limit`, ...).
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub extensions: Map<String, Value>,
+}
+
+impl Problem {
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        Problem {
+            kind: "about:blank".into(),
+            title: status.canonical_reason().unwrap_or("Error").into(),
+            status: status.as_u16(),
+            detail: detail.into(),
+            instance: None,
+            request_id: None,
+            extensions: Map::new(),
+        }
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.extensions.insert(key.into(), value.into());
+        self
+    }
+
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+/// Every failure a handler can answer with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A problem the client caused, answered as it is (4xx, or 503 for a missing optional service).
+    #[error("{}", .0.detail)]
+    Problem(Box<Problem>),
+    /// Anything unexpected: logged with its detail, answered 500 with a generic body.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn problem(problem: Problem) -> Self {
+        ApiError::Problem(Box::new(problem))
+    }
+
+    pub fn status(status: StatusCode, detail: impl Into<String>) -> Self {
+        Self::problem(Problem::new(status, detail))
+    }
+
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::status(StatusCode::BAD_REQUEST, detail)
+    }
+
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self::status(StatusCode::UNAUTHORIZED, detail)
+    }
+
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::status(StatusCode::FORBIDDEN, detail)
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::status(StatusCode::NOT_FOUND, detail)
+    }
+
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::status(StatusCode::CONFLICT, detail)
+    }
+
+    pub fn too_large(detail: impl Into<String>) -> Self {
+        Self::status(StatusCode::PAYLOAD_TOO_LARGE, detail)
+    }
+
+    /// 422 naming the offending field (a JSON path such as `messages_batch[3].sender`).
+    pub fn invalid(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        let field = field.into();
+        Self::problem(
+            Problem::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+                .with("field", Value::String(field)),
+        )
+    }
+
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::status(StatusCode::SERVICE_UNAVAILABLE, detail)
+    }
+
+    /// Adds an extension member; no effect on internal errors.
+    pub fn with(self, key: &str, value: impl Into<Value>) -> Self {
+        match self {
+            ApiError::Problem(problem) => ApiError::Problem(Box::new(problem.with(key, value))),
+            other => other,
+        }
+    }
+
+    /// Maps a named constraint violation to a client error instead of a 500.
+    pub fn from_db_constraint(
+        err: sqlx::Error,
+        map: impl FnOnce(&str) -> Option<ApiError>,
+    ) -> ApiError {
+        if let sqlx::Error::Database(db) = &err {
+            if let Some(mapped) = db.constraint().and_then(map) {
+                return mapped;
+            }
+        }
+        ApiError::from(err)
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(err: sqlx::Error) -> Self {
+        match &err {
+            sqlx::Error::PoolTimedOut => {
+                ApiError::unavailable("the database is busy; retry shortly")
+            }
+            _ => ApiError::Internal(anyhow::Error::new(err)),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let problem = match self {
+            ApiError::Problem(problem) => *problem,
+            ApiError::Internal(err) => {
+                // The detail goes to the log only; the body says nothing of the internals.
+                tracing::error!(error = ?err, "internal error");
+                Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "an internal error occurred; the request id identifies it in the server log",
+                )
+            }
+        };
+        problem_response(problem)
+    }
+}
+
+/// A response whose body the problem middleware fills in (request id, instance).
+pub fn problem_response(problem: Problem) -> Response {
+    let status = problem.status();
+    let mut response = status.into_response();
+    if status == StatusCode::UNAUTHORIZED
+        && !response.headers().contains_key(header::WWW_AUTHENTICATE)
+    {
+        let challenge = format!(
+            "Bearer error=\"invalid_token\", error_description=\"{}\"",
+            problem.detail.replace(['"', '\\'], "'")
+        );
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
+    }
+    response.extensions_mut().insert(problem);
+    response
+}

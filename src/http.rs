@@ -1,0 +1,220 @@
+//! The one place routers merge, plus the layers every route shares.
+//!
+//! Layer order, outermost first: request id (generated when absent, echoed back), tracing span named
+//! by the route template, metrics, CORS, problem+json rendering, timeout (408), bearer auth (deny by
+//! default; [`PUBLIC_ROUTES`] is the allowlist), default body limit.
+
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower::ServiceBuilder;
+use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::error::{ApiError, PROBLEM_JSON, Problem};
+use crate::extract::RouteBodyLimit;
+use crate::openapi::ApiDoc;
+use crate::state::AppState;
+
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Routes served without a bearer token. An entry ending in `/*` covers everything below it.
+/// Everything not listed here needs a valid token, including unknown paths.
+pub const PUBLIC_ROUTES: &[&str] = &[
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+    "/docs/*",
+];
+
+/// Every documented route, with its OpenAPI description. Domain routers merge here.
+pub fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(crate::platform::router())
+}
+
+/// The complete application: API routes, Swagger UI at `/docs`, the spec at `/openapi.json`.
+pub fn app(state: AppState) -> Router {
+    let (router, spec) = api().split_for_parts();
+    layered(
+        router.merge(SwaggerUi::new("/docs").url("/openapi.json", spec)),
+        state,
+    )
+}
+
+/// Wraps `router` in the layers every route shares (see the module docs) and gives it its state.
+pub fn layered(router: Router<AppState>, state: AppState) -> Router {
+    let timeout = state.config.request_timeout();
+    let body_limit = state.config.max_body_bytes;
+    let cors = cors(&state.config.cors_origins);
+    router
+        .fallback(not_found)
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+                .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+                .layer(TraceLayer::new_for_http().make_span_with(make_span))
+                .layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    record_metrics,
+                ))
+                .layer(cors)
+                .layer(middleware::from_fn(render_problems))
+                .layer(TimeoutLayer::with_status_code(
+                    StatusCode::REQUEST_TIMEOUT,
+                    timeout,
+                ))
+                .layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    crate::auth::require_bearer,
+                ))
+                .layer(DefaultBodyLimit::max(body_limit))
+                .layer(axum::Extension(RouteBodyLimit(body_limit))),
+        )
+        .with_state(state)
+}
+
+/// Gives the routes of `router` their own body limit (413 past it, naming the limit).
+pub fn body_limit<S: Clone + Send + Sync + 'static>(
+    router: OpenApiRouter<S>,
+    bytes: usize,
+) -> OpenApiRouter<S> {
+    router
+        .layer(DefaultBodyLimit::max(bytes))
+        .layer(axum::Extension(RouteBodyLimit(bytes)))
+}
+
+fn cors(origins: &[String]) -> CorsLayer {
+    let layer = CorsLayer::new()
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+        ])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::IF_MATCH,
+            REQUEST_ID,
+        ])
+        .expose_headers([REQUEST_ID, header::ETAG]);
+    if origins.iter().any(|o| o == "*") {
+        layer.allow_origin(Any)
+    } else {
+        let list: Vec<HeaderValue> = origins
+            .iter()
+            .filter_map(|o| HeaderValue::from_str(o.trim()).ok())
+            .collect();
+        layer.allow_origin(AllowOrigin::list(list))
+    }
+}
+
+fn make_span(req: &Request<Body>) -> tracing::Span {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    let request_id = req
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if matches!(route, "/healthz" | "/readyz") {
+        tracing::debug_span!("request", method = %req.method(), route, request_id)
+    } else {
+        tracing::info_span!("request", method = %req.method(), route, request_id)
+    }
+}
+
+async fn record_metrics(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().as_str().to_owned();
+    let response = next.run(req).await;
+    state.metrics.record(
+        &route,
+        &method,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+/// Writes every error response as problem+json, with the request id and the path as `instance`.
+async fn render_problems(req: Request, next: Next) -> Response {
+    let request_id = req
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let mut response = next.run(req).await;
+    let status = response.status();
+    let problem = match response.extensions_mut().remove::<Problem>() {
+        Some(problem) => problem,
+        None if status.is_client_error() || status.is_server_error() => {
+            if is_problem(&response) {
+                return response;
+            }
+            Problem::new(status, default_detail(status, &method, &path))
+        }
+        None => return response,
+    };
+    let mut problem = problem;
+    problem.instance = Some(path);
+    problem.request_id = request_id;
+    let body = serde_json::to_vec(&problem).unwrap_or_default();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    headers.remove(header::CONTENT_LENGTH);
+    *response.body_mut() = Body::from(body);
+    response
+}
+
+fn is_problem(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(PROBLEM_JSON))
+}
+
+fn default_detail(status: StatusCode, method: &Method, path: &str) -> String {
+    match status {
+        StatusCode::METHOD_NOT_ALLOWED => format!("method {method} is not allowed on {path}"),
+        StatusCode::REQUEST_TIMEOUT => "the request took too long and was stopped".into(),
+        StatusCode::PAYLOAD_TOO_LARGE => "request body is larger than this route accepts".into(),
+        StatusCode::NOT_FOUND => format!("no route {path}"),
+        other => other.canonical_reason().unwrap_or("error").to_owned(),
+    }
+}
+
+async fn not_found(req: Request) -> Response {
+    ApiError::not_found(format!("no route {} {}", req.method(), req.uri().path())).into_response()
+}
+
+/// Whether `path` may be served without a bearer token.
+pub fn is_public(path: &str) -> bool {
+    PUBLIC_ROUTES
+        .iter()
+        .any(|route| match route.strip_suffix("/*") {
+            Some(prefix) => path == prefix || path.starts_with(&format!("{prefix}/")),
+            None => path == *route,
+        })
+}

@@ -1,0 +1,205 @@
+//! The `mnemo` command line: `serve`, `migrate`, `token`, `openapi`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use mnemo::config::{Config, redact_url};
+use mnemo::{AppState, db};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "mnemo", version, about = "Memory service for LLM agents")]
+struct Cli {
+    #[command(flatten)]
+    config: Config,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply pending migrations, then serve HTTP until SIGINT or SIGTERM.
+    Serve,
+    /// Apply pending migrations and exit.
+    Migrate,
+    /// Print a token signed with the configured key (development and operations).
+    Token {
+        /// The user the token speaks for (`sub`).
+        #[arg(long)]
+        sub: String,
+        /// The tenant (written to the configured tenant claim).
+        #[arg(long)]
+        tenant: String,
+        /// A scope to grant (`memory:read`, `memory:write`, `admin`); repeatable. None: read+write.
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
+        /// Lifetime such as `90s`, `15m`, `1h`, `7d`.
+        #[arg(long, default_value = "1h", value_parser = parse_ttl)]
+        ttl: Duration,
+    },
+    /// Print the OpenAPI document (the checked-in copy is `openapi/openapi.json`).
+    Openapi,
+}
+
+fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 90s, 15m, 1h or 7d"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => return Err(format!("unknown unit `{unit}`; use s, m, h or d")),
+    };
+    if secs == 0 {
+        return Err("the lifetime must be positive".into());
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("mnemo: cannot start the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("mnemo: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    let config = cli.config;
+    match cli.command {
+        Command::Openapi => {
+            print!("{}", mnemo::openapi::json());
+            Ok(())
+        }
+        Command::Token {
+            sub,
+            tenant,
+            scopes,
+            ttl,
+        } => {
+            config.validate()?;
+            let token = mnemo::auth::mint(&config, &sub, &tenant, &scopes, ttl)?;
+            println!("{token}");
+            Ok(())
+        }
+        Command::Migrate => {
+            config.validate()?;
+            init_tracing();
+            let url = config
+                .database_url
+                .as_deref()
+                .ok_or("DATABASE_URL is not set")?;
+            let pool = db::connect(url, 2)
+                .await
+                .map_err(|e| format!("cannot connect to {}: {e}", redact_url(url)))?;
+            db::migrate(&pool)
+                .await
+                .map_err(|e| format!("migration failed: {e}"))?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::Serve => {
+            config.validate_for_serving()?;
+            init_tracing();
+            let url = config.database_url.clone().unwrap_or_default();
+            let pool = db::connect(&url, config.db_max_connections)
+                .await
+                .map_err(|e| format!("cannot connect to {}: {e}", redact_url(&url)))?;
+            db::migrate(&pool)
+                .await
+                .map_err(|e| format!("migration failed: {e}"))?;
+            let listen = config.listen;
+            tracing::info!(config = ?config, "starting");
+            let state = AppState::new(config, pool).await?;
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+            let local = listener.local_addr().map_err(|e| e.to_string())?;
+            tracing::info!(%local, "listening; Swagger UI at http://{local}/docs");
+            mnemo::serve(listener, state, shutdown_signal())
+                .await
+                .map_err(|e| format!("server error: {e}"))?;
+            tracing::info!("stopped");
+            Ok(())
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
+    let json = std::env::var("MNEMO_LOG_FORMAT").is_ok_and(|v| v == "json");
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM; axum then stops accepting and lets requests finish.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %err, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutdown requested; finishing requests in flight");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_ttl;
+    use std::time::Duration;
+
+    #[test]
+    fn ttl_units() {
+        assert_eq!(parse_ttl("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_ttl("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_ttl("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_ttl("7d"), Ok(Duration::from_secs(604_800)));
+        assert!(parse_ttl("1w").is_err());
+        assert!(parse_ttl("0s").is_err());
+        assert!(parse_ttl("h").is_err());
+    }
+}

@@ -1,0 +1,48 @@
+//! The OpenAPI document, derived from the routes actually served (see [`crate::http::api`]).
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "mnemo",
+        description = "Memory service for LLM agents: detail memory referenced by placeholders, \
+long-term notes, conversation history and task memory. Every route under `/api` needs \
+`Authorization: Bearer <JWT>`; errors are `application/problem+json` (RFC 9457).",
+        license(name = "Apache-2.0")
+    ),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "platform", description = "Identity, health, readiness and metrics"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "A JWT signed with the configured key; `mnemo token` prints one for development.",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The document as JSON, the form checked in at `openapi/openapi.json`.
+pub fn json() -> String {
+    let (_, api) = crate::http::api().split_for_parts();
+    let mut text = api.to_pretty_json().unwrap_or_default();
+    text.push('\n');
+    text
+}

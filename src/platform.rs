@@ -1,0 +1,103 @@
+//! Platform routes: who am I, liveness, readiness and metrics.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::auth::{Principal, Scope};
+use crate::db::{self, Scoped};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(me))
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+}
+
+/// The caller as the database sees it inside a scoped transaction.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Me {
+    pub tenant_id: String,
+    pub user_id: String,
+    /// Scopes the token grants: `memory:read`, `memory:write`, `admin`.
+    pub scopes: Vec<Scope>,
+}
+
+/// Who the bearer token speaks for.
+///
+/// Runs one scoped transaction and reads the tenant and user back from the database session, so a
+/// 200 proves the whole path: token, role switch and row-level-security settings.
+#[utoipa::path(get, path = "/api/me", tag = "platform",
+    responses(
+        (status = 200, description = "The verified caller", body = Me),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn me(State(state): State<AppState>, principal: Principal) -> ApiResult<axum::Json<Me>> {
+    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let (tenant_id, user_id): (String, String) =
+        sqlx::query_as("SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user')")
+            .fetch_one(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    Ok(axum::Json(Me {
+        tenant_id,
+        user_id,
+        scopes: principal.scopes,
+    }))
+}
+
+/// Liveness: the process is up. Never touches the database.
+#[utoipa::path(get, path = "/healthz", tag = "platform",
+    responses((status = 200, description = "Process is up", body = String, content_type = "text/plain")))]
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Readiness: the database answers and every migration this build carries is applied.
+#[utoipa::path(get, path = "/readyz", tag = "platform",
+    responses(
+        (status = 200, description = "Ready to serve", body = String, content_type = "text/plain"),
+        (status = 503, description = "Database unreachable or migrations pending", body = crate::error::Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn readyz(State(state): State<AppState>) -> ApiResult<&'static str> {
+    match db::migrations_applied(&state.pool).await {
+        Ok(true) => Ok("ready"),
+        Ok(false) => Err(ApiError::unavailable(
+            "database migrations are pending; run `mnemo migrate`",
+        )),
+        Err(err) => {
+            tracing::warn!(error = %err, "readiness check failed");
+            Err(ApiError::unavailable("the database is unreachable"))
+        }
+    }
+}
+
+/// Prometheus metrics: requests by route template and status, latency histogram, pool usage.
+#[utoipa::path(get, path = "/metrics", tag = "platform",
+    responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain")))]
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let pool = &state.pool;
+    let body = state.metrics.render(
+        pool.size(),
+        pool.num_idle(),
+        pool.options().get_max_connections(),
+    );
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}

@@ -1,0 +1,161 @@
+//! The shared `TestApp`: the real application served on 127.0.0.1:0 over a per-test database.
+
+#![allow(dead_code)]
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use mnemo::AppState;
+use mnemo::config::Config;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use tokio::sync::oneshot;
+
+pub const SECRET: &str = "test-secret-that-is-long-enough-for-hs256!";
+
+pub struct TestApp {
+    pub url: String,
+    pub client: reqwest::Client,
+    pub pool: PgPool,
+    pub state: AppState,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestApp {
+    /// The app with HS256 tokens signed by [`SECRET`].
+    pub async fn new(pool: PgPool) -> TestApp {
+        Self::with_config(pool, |_| {}).await
+    }
+
+    /// The app with a configuration adjusted by `adjust`.
+    pub async fn with_config(pool: PgPool, adjust: impl FnOnce(&mut Config)) -> TestApp {
+        let mut config = Config::for_secret(None, SECRET);
+        adjust(&mut config);
+        config.validate().expect("test config is valid");
+        let state = AppState::new(config, pool.clone()).await.expect("state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(mnemo::serve(listener, state.clone(), async {
+            let _ = stopped.await;
+        }));
+        TestApp {
+            url,
+            client: reqwest::Client::new(),
+            pool,
+            state,
+            stop: Some(stop),
+            server: Some(server),
+        }
+    }
+
+    /// Asks the server to shut down gracefully and waits until it has.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await.expect("server task").expect("server result");
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.url, path)
+    }
+
+    /// A read+write token for `user` in `tenant`.
+    pub fn token(&self, tenant: &str, user: &str) -> String {
+        hs256(&json!({"sub": user, "tenant_id": tenant, "exp": now() + 3600}))
+    }
+
+    pub fn get(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.client.get(self.url(path)).bearer_auth(token)
+    }
+
+    pub fn post(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.client.post(self.url(path)).bearer_auth(token)
+    }
+
+    pub fn put(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.client.put(self.url(path)).bearer_auth(token)
+    }
+
+    pub fn patch(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.client.patch(self.url(path)).bearer_auth(token)
+    }
+
+    pub fn delete(&self, path: &str, token: &str) -> reqwest::RequestBuilder {
+        self.client.delete(self.url(path)).bearer_auth(token)
+    }
+}
+
+pub fn now() -> i64 {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("clock")
+            .as_secs(),
+    )
+    .expect("time fits")
+}
+
+/// Signs `claims` with HS256 and [`SECRET`].
+pub fn hs256(claims: &Value) -> String {
+    sign(
+        Algorithm::HS256,
+        &EncodingKey::from_secret(SECRET.as_bytes()),
+        claims,
+    )
+}
+
+pub fn sign(alg: Algorithm, key: &EncodingKey, claims: &Value) -> String {
+    jsonwebtoken::encode(&Header::new(alg), claims, key).expect("sign")
+}
+
+/// Sends `request`, asserts the status, and returns the JSON body (Null when empty).
+pub async fn expect(request: reqwest::RequestBuilder, status: u16) -> Value {
+    let response = request.send().await.expect("request sent");
+    let got = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    assert_eq!(got, status, "unexpected status; body: {text}");
+    if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    }
+}
+
+/// Asserts that `response` is RFC 9457 problem+json with `status`, and returns the body.
+pub async fn expect_problem(request: reqwest::RequestBuilder, status: u16) -> Value {
+    let response = request.send().await.expect("request sent");
+    assert_eq!(response.status().as_u16(), status, "status");
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let request_id = response
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body: Value = response.json().await.expect("problem body is JSON");
+    assert_eq!(
+        content_type, "application/problem+json",
+        "content type; body {body}"
+    );
+    assert_eq!(body["status"], status, "status member; body {body}");
+    for member in ["type", "title", "detail", "instance", "request_id"] {
+        assert!(body[member].is_string(), "problem lacks `{member}`: {body}");
+    }
+    assert_eq!(
+        body["request_id"].as_str(),
+        request_id.as_deref(),
+        "request id echoed"
+    );
+    body
+}

@@ -1,0 +1,13 @@
+//! One integration binary: a module per domain, all speaking HTTP to the real router on a real
+//! PostgreSQL (a fresh database per test through `#[sqlx::test]`).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test helpers fail loudly on setup errors"
+)]
+
+mod common;
+mod openapi;
+mod platform;

@@ -1,0 +1,622 @@
+//! Auth, tenancy, problem+json, health, metrics and shutdown, over HTTP.
+
+use axum::routing::post;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::{Algorithm, EncodingKey};
+use mnemo::auth::Principal;
+use mnemo::db::Scoped;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::common::{SECRET, TestApp, expect, expect_problem, hs256, now, sign};
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn principal(tenant: &str, user: &str) -> Principal {
+    Principal {
+        tenant_id: tenant.into(),
+        user_id: user.into(),
+        scopes: vec![],
+    }
+}
+
+#[sqlx::test]
+async fn me_reads_identity_back_from_the_scoped_session(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = hs256(
+        &json!({"sub": "alice", "tenant_id": "acme", "exp": now() + 60, "scope": "memory:read"}),
+    );
+    let body = expect(app.get("/api/me", &token), 200).await;
+    assert_eq!(
+        body,
+        json!({"tenant_id": "acme", "user_id": "alice", "scopes": ["memory:read"]})
+    );
+    let token = app.token("acme", "o'brien\\x");
+    let body = expect(app.get("/api/me", &token), 200).await;
+    assert_eq!(
+        body["user_id"], "o'brien\\x",
+        "quotes and backslashes survive the literal"
+    );
+    assert_eq!(body["scopes"], json!(["memory:read", "memory:write"]));
+}
+
+/// Each case: (name, Authorization header or None, expected words in `detail`).
+#[sqlx::test]
+async fn every_bad_token_is_401_with_its_own_reason(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| {
+        c.jwt_issuer = Some("https://issuer.example".into());
+        c.jwt_audience = Some("mnemo".into());
+    })
+    .await;
+    let good = json!({"sub": "u", "tenant_id": "t", "exp": now() + 600,
+                      "iss": "https://issuer.example", "aud": "mnemo"});
+    let with = |key: &str, value: Value| {
+        let mut claims = good.clone();
+        claims[key] = value;
+        claims
+    };
+    let without = |key: &str| {
+        let mut claims = good.clone();
+        claims.as_object_mut().expect("object").remove(key);
+        claims
+    };
+    let forged = sign(
+        Algorithm::HS256,
+        &EncodingKey::from_secret(b"another-secret-another-secret-another"),
+        &good,
+    );
+    let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
+    let payload = URL_SAFE_NO_PAD.encode(good.to_string());
+    let unsigned = format!("{header}.{payload}.");
+
+    let cases: Vec<(&str, Option<String>, &str)> = vec![
+        ("no header", None, "missing `Authorization"),
+        (
+            "malformed header",
+            Some("Token abc".into()),
+            "malformed `Authorization` header",
+        ),
+        (
+            "garbage token",
+            Some("Bearer not-a-jwt".into()),
+            "not a JWT",
+        ),
+        (
+            "garbage parts",
+            Some("Bearer a.b.c".into()),
+            "header is not valid base64url",
+        ),
+        (
+            "bad signature",
+            Some(format!("Bearer {forged}")),
+            "signature does not verify",
+        ),
+        (
+            "expired",
+            Some(format!(
+                "Bearer {}",
+                hs256(&with("exp", json!(now() - 3600)))
+            )),
+            "expired",
+        ),
+        (
+            "nbf in future",
+            Some(format!(
+                "Bearer {}",
+                hs256(&with("nbf", json!(now() + 3600)))
+            )),
+            "not valid yet",
+        ),
+        ("alg none", Some(format!("Bearer {unsigned}")), "alg: none"),
+        (
+            "wrong aud",
+            Some(format!("Bearer {}", hs256(&with("aud", json!("other"))))),
+            "audience",
+        ),
+        (
+            "wrong iss",
+            Some(format!(
+                "Bearer {}",
+                hs256(&with("iss", json!("https://evil.example")))
+            )),
+            "issuer",
+        ),
+        (
+            "missing sub",
+            Some(format!("Bearer {}", hs256(&without("sub")))),
+            "no `sub` claim",
+        ),
+        (
+            "empty tenant",
+            Some(format!("Bearer {}", hs256(&with("tenant_id", json!("  "))))),
+            "`tenant_id` claim is empty",
+        ),
+        (
+            "missing tenant",
+            Some(format!("Bearer {}", hs256(&without("tenant_id")))),
+            "no `tenant_id` claim",
+        ),
+        (
+            "missing exp",
+            Some(format!("Bearer {}", hs256(&without("exp")))),
+            "`exp`",
+        ),
+    ];
+    let mut details = std::collections::HashSet::new();
+    for (name, header, expected) in cases {
+        let mut request = app.client.get(app.url("/api/me"));
+        if let Some(header) = &header {
+            request = request.header("authorization", header);
+        }
+        let response = request.send().await.expect("sent");
+        let challenge = response
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        assert_eq!(response.status(), 401, "{name}");
+        assert!(
+            challenge.starts_with("Bearer"),
+            "{name}: WWW-Authenticate is `{challenge}`"
+        );
+        let body: Value = response.json().await.expect("json");
+        let detail = body["detail"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            detail.contains(expected),
+            "{name}: detail `{detail}` lacks `{expected}`"
+        );
+        assert!(
+            details.insert(detail.clone()),
+            "{name}: detail `{detail}` is not distinct"
+        );
+    }
+    // The good token passes, so the failures above are the claims' fault, not the setup's.
+    expect(app.get("/api/me", &hs256(&good)), 200).await;
+}
+
+#[sqlx::test]
+async fn rs256_key_refuses_hs_tokens_and_accepts_its_own(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| {
+        c.jwt_secret = None;
+        c.jwt_public_key = Some(fixture("rs256-public.pem"));
+    })
+    .await;
+    let claims = json!({"sub": "u", "tenant_id": "t", "exp": now() + 600});
+    let body = expect_problem(app.get("/api/me", &hs256(&claims)), 401).await;
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("signed with HS256") && detail.contains("RS256"),
+        "{detail}"
+    );
+
+    let pem = std::fs::read(fixture("rs256-private.pem")).expect("key");
+    let key = EncodingKey::from_rsa_pem(&pem).expect("rsa key");
+    let token = sign(Algorithm::RS256, &key, &claims);
+    expect(app.get("/api/me", &token), 200).await;
+}
+
+#[sqlx::test]
+async fn es256_via_jwks_file_and_default_tenant(pool: PgPool) {
+    // Build a JWKS document from the EC public key's coordinates.
+    let pem = std::fs::read_to_string(fixture("es256-public.pem")).expect("key");
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(
+            pem.lines()
+                .filter(|l| !l.starts_with("-----"))
+                .collect::<String>(),
+        )
+        .expect("der");
+    let point = &der[der.len() - 65..];
+    let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "use": "sig",
+        "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..])}]});
+    let dir = std::env::temp_dir().join(format!("mnemo-jwks-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("jwks.json");
+    std::fs::write(&path, jwks.to_string()).expect("write");
+
+    let app = TestApp::with_config(pool, |c| {
+        c.jwt_secret = None;
+        c.jwt_jwks = Some(path.to_string_lossy().into_owned());
+        c.default_tenant = Some("public".into());
+    })
+    .await;
+    let key = EncodingKey::from_ec_pem(&std::fs::read(fixture("es256-private.pem")).expect("key"))
+        .expect("ec key");
+    let mut header = jsonwebtoken::Header::new(Algorithm::ES256);
+    header.kid = Some("k1".into());
+    let claims = json!({"sub": "supabase-user", "exp": now() + 600, "role": "authenticated"});
+    let token = jsonwebtoken::encode(&header, &claims, &key).expect("sign");
+    let body = expect(app.get("/api/me", &token), 200).await;
+    assert_eq!(
+        body["tenant_id"], "public",
+        "tokens without a tenant claim get the default"
+    );
+
+    header.kid = Some("unknown".into());
+    let token = jsonwebtoken::encode(&header, &claims, &key).expect("sign");
+    let body = expect_problem(app.get("/api/me", &token), 401).await;
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("kid `unknown`")
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The tenancy guarantee: a query with no tenant or user filter, run in a scoped transaction on a
+/// pool that logs in as a superuser, sees only the caller's rows and cannot write another's.
+#[sqlx::test]
+async fn row_level_security_scopes_unfiltered_queries(pool: PgPool) {
+    let is_super: bool =
+        sqlx::query_scalar("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+            .fetch_one(&pool)
+            .await
+            .expect("role");
+    assert!(
+        is_super,
+        "this test proves RLS holds even for a superuser pool"
+    );
+
+    sqlx::raw_sql(
+        "CREATE TABLE rls_probe (tenant_id text NOT NULL, user_id text NOT NULL, note text NOT NULL);
+         SELECT mnemo_scope_table('rls_probe');
+         INSERT INTO rls_probe VALUES ('t1','alice','a1'), ('t1','alice','a2'), ('t1','bob','b1'),
+                                      ('t2','alice','other-tenant-alice');",
+    )
+    .execute(&pool)
+    .await
+    .expect("setup");
+
+    let notes = |tenant: &'static str, user: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let mut tx = Scoped::begin(&pool, &principal(tenant, user))
+                .await
+                .expect("begin");
+            let rows: Vec<String> = sqlx::query_scalar("SELECT note FROM rls_probe ORDER BY note")
+                .fetch_all(&mut *tx)
+                .await
+                .expect("select");
+            tx.commit().await.expect("commit");
+            rows
+        }
+    };
+    assert_eq!(notes("t1", "alice").await, vec!["a1", "a2"]);
+    assert_eq!(notes("t1", "bob").await, vec!["b1"]);
+    assert_eq!(notes("t2", "alice").await, vec!["other-tenant-alice"]);
+    assert!(notes("t3", "alice").await.is_empty());
+
+    // Writing a row for someone else is refused by the policy's WITH CHECK.
+    let mut tx = Scoped::begin(&pool, &principal("t1", "alice"))
+        .await
+        .expect("begin");
+    let err = sqlx::query("INSERT INTO rls_probe VALUES ('t1', 'bob', 'forged')")
+        .execute(&mut *tx)
+        .await
+        .expect_err("insert for another user must fail");
+    assert!(err.to_string().contains("row-level security"), "{err}");
+    drop(tx);
+
+    // Updates and deletes without a filter touch only the caller's rows.
+    let mut tx = Scoped::begin(&pool, &principal("t1", "bob"))
+        .await
+        .expect("begin");
+    let deleted = sqlx::query("DELETE FROM rls_probe")
+        .execute(&mut *tx)
+        .await
+        .expect("delete");
+    assert_eq!(deleted.rows_affected(), 1);
+    tx.commit().await.expect("commit");
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM rls_probe")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(left, 3);
+
+    // The scoped session really runs as mnemo_app, not as the superuser.
+    let mut tx = Scoped::begin(&pool, &principal("t1", "alice"))
+        .await
+        .expect("begin");
+    let role: String = sqlx::query_scalar("SELECT current_user::text")
+        .fetch_one(&mut *tx)
+        .await
+        .expect("role");
+    assert_eq!(role, "mnemo_app");
+}
+
+/// Every table the migrations create is scoped: FORCE RLS and the isolation policy.
+#[sqlx::test]
+async fn every_table_forces_row_level_security(pool: PgPool) {
+    let unscoped: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname <> '_sqlx_migrations'
+           AND c.relispartition = false
+           AND (NOT c.relrowsecurity OR NOT c.relforcerowsecurity
+                OR NOT EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid))",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("catalog");
+    assert!(
+        unscoped.is_empty(),
+        "tables without forced row-level security: {unscoped:?}"
+    );
+}
+
+#[sqlx::test]
+async fn problems_for_unknown_routes_methods_and_bodies(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let token = app.token("t", "u");
+
+    let body = expect_problem(app.get("/api/nope", &token), 404).await;
+    assert_eq!(body["instance"], "/api/nope");
+    let body = expect_problem(
+        app.client.delete(app.url("/api/me")).bearer_auth(&token),
+        405,
+    )
+    .await;
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("DELETE")
+    );
+
+    // The request id a client sends is echoed in the header and the problem body.
+    let response = app
+        .get("/api/nope", &token)
+        .header("x-request-id", "req-12345")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.headers()["x-request-id"], "req-12345");
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["request_id"], "req-12345");
+}
+
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct Probe {
+    name: String,
+    items: Vec<ProbeItem>,
+}
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct ProbeItem {
+    count: u32,
+}
+
+/// The JSON extractor and the shared layers, mounted on a route of the test's own.
+#[sqlx::test]
+async fn problems_for_json_bodies_through_the_real_layers(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let router = axum::Router::new()
+        .route(
+            "/api/probe",
+            post(|mnemo::extract::Json(probe): mnemo::extract::Json<Probe>| async move { probe.name }),
+        )
+        .layer(axum::extract::DefaultBodyLimit::max(64))
+        .layer(axum::Extension(mnemo::extract::RouteBodyLimit(64)));
+    let layered = mnemo::http::layered(router, app.state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, layered).await });
+    let client = reqwest::Client::new();
+    let token = app.token("t", "u");
+    let send = |body: &'static str| {
+        client
+            .post(format!("{base}/api/probe"))
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .body(body)
+    };
+
+    let ok = send(r#"{"name":"x","items":[]}"#)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(ok.status(), 200);
+    let body = expect_problem(send(r#"{"name": "x", "items": ["#), 400).await;
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("malformed JSON")
+    );
+    let body = expect_problem(
+        send(r#"{"name":"x","items":[{"count":1},{"count":-1}]}"#),
+        422,
+    )
+    .await;
+    assert_eq!(body["field"], "items[1].count");
+    let body = expect_problem(send(r#"{"items":[]}"#), 422).await;
+    assert!(
+        body["detail"].as_str().unwrap_or_default().contains("name"),
+        "{body}"
+    );
+    let body = expect_problem(
+        send(r#"{"name":"a very long name that goes well past the sixty-four byte limit","items":[]}"#),
+        413,
+    )
+    .await;
+    assert_eq!(body["limit_bytes"], 64);
+    let body = expect_problem(
+        client
+            .post(format!("{base}/api/probe"))
+            .bearer_auth(&token)
+            .body("{}"),
+        415,
+    )
+    .await;
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("application/json")
+    );
+}
+
+#[sqlx::test]
+async fn health_readiness_and_metrics_need_no_token(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let health = app
+        .client
+        .get(app.url("/healthz"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(health.status(), 200);
+    let ready = app
+        .client
+        .get(app.url("/readyz"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(ready.status(), 200);
+
+    let token = app.token("t", "u");
+    expect(app.get("/api/me", &token), 200).await;
+    expect_problem(app.get("/api/nope", &token), 404).await;
+    let text = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        text.contains(r#"mnemo_http_requests_total{route="/api/me",method="GET",status="200"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"mnemo_http_request_duration_seconds_count{route="/api/me"} 1"#),
+        "{text}"
+    );
+    let max = pool.options().get_max_connections();
+    assert!(
+        text.contains(&format!("mnemo_db_pool_max_connections {max}")),
+        "{text}"
+    );
+
+    // Migrations missing: not ready.
+    sqlx::query("UPDATE _sqlx_migrations SET success = false WHERE version = (SELECT max(version) FROM _sqlx_migrations)")
+        .execute(&pool)
+        .await
+        .expect("update");
+    expect_problem(app.client.get(app.url("/readyz")), 503).await;
+}
+
+#[sqlx::test]
+async fn swagger_ui_and_spec_are_served_offline(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let spec: Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(spec["openapi"], "3.1.0");
+    assert!(spec["components"]["securitySchemes"]["bearer"].is_object());
+    let page = app
+        .client
+        .get(app.url("/docs/"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.expect("html");
+    assert!(html.contains("swagger-ui"), "Swagger UI page: {html}");
+    let bundle = app
+        .client
+        .get(app.url("/docs/swagger-ui-bundle.js"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(
+        bundle.status(),
+        200,
+        "the UI's assets are vendored into the binary"
+    );
+}
+
+#[sqlx::test]
+async fn scopes_gate_and_cors_answers_preflight(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| {
+        c.cors_origins = vec!["https://app.example".into()]
+    })
+    .await;
+    let response = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/api/me"))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "authorization")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    let read_only =
+        hs256(&json!({"sub": "u", "tenant_id": "t", "exp": now() + 60, "scope": "memory:read"}));
+    let principal = app.state.verifier.verify(&read_only).await.expect("valid");
+    assert!(principal.require(mnemo::auth::Scope::Write).is_err());
+    assert!(principal.require(mnemo::auth::Scope::Read).is_ok());
+    let _ = SECRET;
+}
+
+/// Shutdown while a request is being handled: the request completes with its full response.
+#[sqlx::test]
+async fn graceful_shutdown_lets_requests_in_flight_finish(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let (started_tx, started_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let router = axum::Router::new().route(
+        "/api/slow",
+        axum::routing::get(move || {
+            let started = started_tx.clone();
+            async move {
+                let _ = started.send(()).await;
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                "finished"
+            }
+        }),
+    );
+    let layered = mnemo::http::layered(router, app.state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/api/slow", listener.local_addr().expect("addr"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(mnemo::serve_router(listener, layered, async {
+        let _ = stopped.await;
+    }));
+    let token = app.token("t", "u");
+    let client = app.client.clone();
+    let request = tokio::spawn(async move { client.get(url).bearer_auth(token).send().await });
+    let mut started_rx = started_rx;
+    started_rx.recv().await.expect("handler started");
+    stop.send(()).expect("signal shutdown");
+    let response = request
+        .await
+        .expect("join")
+        .expect("in-flight request completed");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.expect("body"), "finished");
+    server.await.expect("join").expect("server stopped cleanly");
+}
