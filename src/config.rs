@@ -73,6 +73,17 @@ pub struct Config {
     /// Largest detail-memory content, in bytes.
     #[arg(long, env = "MNEMO_MEMORY_MAX_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub memory_max_bytes: usize,
+
+    #[command(flatten)]
+    pub llm: crate::llm::LlmConfig,
+    #[command(flatten)]
+    pub memories: crate::memories::MemoriesConfig,
+    #[command(flatten)]
+    pub notes: crate::notes::NotesConfig,
+    #[command(flatten)]
+    pub conversations: crate::conversations::ConversationsConfig,
+    #[command(flatten)]
+    pub tasks: crate::tasks::TasksConfig,
 }
 
 impl Config {
@@ -116,6 +127,11 @@ impl Config {
         if self.memory_max_bytes == 0 {
             return Err("MNEMO_MEMORY_MAX_BYTES must be at least 1".into());
         }
+        self.llm.validate()?;
+        self.memories.validate()?;
+        self.notes.validate()?;
+        self.conversations.validate()?;
+        self.tasks.validate()?;
         Ok(())
     }
 
@@ -155,6 +171,11 @@ impl Config {
             request_timeout_secs: 30,
             max_body_bytes: 1024 * 1024,
             memory_max_bytes: 32 * 1024 * 1024,
+            llm: Default::default(),
+            memories: Default::default(),
+            notes: Default::default(),
+            conversations: Default::default(),
+            tasks: Default::default(),
         }
     }
 }
@@ -199,6 +220,11 @@ impl fmt::Debug for Config {
             .field("request_timeout_secs", &self.request_timeout_secs)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("memory_max_bytes", &self.memory_max_bytes)
+            .field("llm", &self.llm)
+            .field("memories", &self.memories)
+            .field("notes", &self.notes)
+            .field("conversations", &self.conversations)
+            .field("tasks", &self.tasks)
             .finish()
     }
 }
@@ -218,6 +244,34 @@ mod tests {
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(!shown.contains("a-very-long-secret"), "{shown}");
         assert!(shown.contains("postgres://app:***@db/mnemo"), "{shown}");
+    }
+
+    /// `Config::for_secret` (what tests use) must agree with the command-line defaults.
+    #[test]
+    fn test_config_matches_command_line_defaults() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            config: Config,
+        }
+        let parsed = <Cli as clap::Parser>::try_parse_from([
+            "mnemo",
+            "--jwt-secret",
+            "0123456789abcdef0123456789abcdef",
+            "--listen",
+            "127.0.0.1:0",
+            "--db-max-connections",
+            "16",
+        ])
+        .expect("parses")
+        .config;
+        let mut built = Config::for_secret(None, "0123456789abcdef0123456789abcdef");
+        // Fields the environment may set on a developer machine.
+        built.database_url = parsed.database_url.clone();
+        let shown = |c: &Config| format!("{c:?}");
+        if std::env::vars().all(|(k, _)| !k.starts_with("MNEMO_")) {
+            assert_eq!(shown(&parsed), shown(&built));
+        }
     }
 
     #[test]

@@ -40,7 +40,12 @@ pub const PUBLIC_ROUTES: &[&str] = &[
 
 /// Every documented route, with its OpenAPI description. Domain routers merge here.
 pub fn api() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(crate::platform::router())
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(crate::platform::router())
+        .merge(crate::memories::router())
+        .merge(crate::notes::router())
+        .merge(crate::conversations::router())
+        .merge(crate::tasks::router())
 }
 
 /// The complete application: API routes, Swagger UI at `/docs`, the spec at `/openapi.json`.

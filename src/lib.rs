@@ -5,14 +5,19 @@
 
 pub mod auth;
 pub mod config;
+pub mod conversations;
 pub mod db;
 pub mod error;
 pub mod extract;
 pub mod http;
+pub mod llm;
+pub mod memories;
 pub mod metrics;
+pub mod notes;
 pub mod openapi;
 pub mod platform;
 pub mod state;
+pub mod tasks;
 
 use std::future::Future;
 

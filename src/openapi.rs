@@ -15,6 +15,10 @@ long-term notes, conversation history and task memory. Every route under `/api` 
     modifiers(&BearerAuth),
     tags(
         (name = "platform", description = "Identity, health, readiness and metrics"),
+        (name = "memories", description = "Detail memory: store large outputs once, reference them by placeholder, page, grep and search them"),
+        (name = "notes", description = "Long-term Markdown notes per user and agent, edited by section"),
+        (name = "conversations", description = "Chat archive (batches and sendBeacon), sessions, short-term window and chat context"),
+        (name = "tasks", description = "Long-running agent tasks: plans, steps, execution log, snapshots and \"where was I?\""),
     )
 )]
 pub struct ApiDoc;

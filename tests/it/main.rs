@@ -9,5 +9,9 @@
 )]
 
 mod common;
+mod conversations;
+mod memories;
+mod notes;
 mod openapi;
 mod platform;
+mod tasks;

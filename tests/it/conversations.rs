@@ -1,0 +1,1 @@
+//! Conversation memory over HTTP.

@@ -1,0 +1,1 @@
+//! Detail memory over HTTP.

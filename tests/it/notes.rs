@@ -1,0 +1,1 @@
+//! Long-term notes over HTTP.

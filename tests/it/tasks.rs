@@ -1,0 +1,1 @@
+//! Task memory over HTTP.
