@@ -1,0 +1,74 @@
+//! The running summary (001's tier 1): refreshed in the background once enough messages arrived
+//! since the last one, never on the write path. Without a model it is the digest's own summary.
+
+use uuid::Uuid;
+
+use super::digest::{self, Digest, TaskFacts};
+use super::store::{self, TaskRow};
+use crate::auth::Principal;
+use crate::db::Scoped;
+use crate::error::ApiResult;
+use crate::state::AppState;
+
+/// Builds the digest of a task from its active plan and all its messages.
+pub async fn load_digest(
+    tx: &mut sqlx::PgConnection,
+    row: &TaskRow,
+    recent: usize,
+) -> ApiResult<(Digest, Vec<digest::Message>)> {
+    let items: Vec<digest::Item> = store::plan_items(&mut *tx, row.id, row.plan_version)
+        .await?
+        .into_iter()
+        .map(|i| digest::Item {
+            ordinal: i.ordinal,
+            title: i.title,
+            stage: i.stage,
+            status: i.status,
+        })
+        .collect();
+    let messages = store::digest_messages(&mut *tx, row.id, 0).await?;
+    let facts = TaskFacts {
+        name: row.name.clone(),
+        status: row.status().as_str().to_owned(),
+        phase: row.phase().as_str().to_owned(),
+        plan_version: row.plan_version,
+    };
+    let digest = digest::build(&facts, &items, &messages, recent);
+    Ok((digest, messages))
+}
+
+/// Starts a background refresh when `message_count` is at least `summary_every` past what the
+/// summary covers. Returns at once; the refresh runs in its own transactions.
+pub fn schedule(
+    state: &AppState,
+    principal: &Principal,
+    task_id: Uuid,
+    message_count: i32,
+    covered: i32,
+) {
+    let every = state.config.tasks.summary_every;
+    if every == 0 || i64::from(message_count) - i64::from(covered) < i64::from(every) {
+        return;
+    }
+    let state = state.clone();
+    let principal = principal.clone();
+    tokio::spawn(async move {
+        if let Err(err) = refresh(&state, &principal, task_id).await {
+            tracing::warn!(%task_id, error = %err, "running summary refresh failed");
+        }
+    });
+}
+
+/// Recomputes and stores the running summary; false when a newer one was stored meanwhile.
+pub async fn refresh(state: &AppState, principal: &Principal, task_id: Uuid) -> ApiResult<bool> {
+    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let row = store::get_task(&mut tx, task_id).await?;
+    let (digest, _) = load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
+    tx.commit().await?;
+    let covers = i32::try_from(digest.message_count).unwrap_or(i32::MAX);
+    let summary = digest::summary(&digest);
+    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let stored = store::set_running_summary(&mut tx, task_id, &summary, covers).await?;
+    tx.commit().await?;
+    Ok(stored)
+}
