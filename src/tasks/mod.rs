@@ -9,6 +9,7 @@ pub mod digest;
 pub mod lifecycle;
 pub mod model;
 pub mod plan;
+pub mod prompt;
 pub mod store;
 pub mod summary;
 
@@ -77,7 +78,7 @@ impl Default for TasksConfig {
 impl TasksConfig {
     /// One line naming the setting that is wrong, if any.
     pub fn validate(&self) -> Result<(), String> {
-        // 13 bind parameters per event; PostgreSQL allows 65535 per statement.
+        // 11 bind parameters per event; PostgreSQL allows 65535 per statement.
         if self.max_batch_events == 0 || self.max_batch_events > 5000 {
             return Err("MNEMO_TASKS_MAX_BATCH_EVENTS must be between 1 and 5000".into());
         }
@@ -517,13 +518,12 @@ async fn answer_query(
 ) -> ApiResult<(QueryAnswer, TaskRow)> {
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let row = store::get_task(&mut tx, id).await?;
-    let (digest, _messages) =
-        summary::load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
+    let loaded = summary::load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
     tx.commit().await?;
     let answer = QueryAnswer {
-        answer: digest::answer(&digest),
+        answer: digest::answer(&loaded.digest),
         source: "digest".into(),
-        digest,
+        digest: loaded.digest,
     };
     Ok((answer, row))
 }

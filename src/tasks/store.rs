@@ -623,13 +623,12 @@ pub async fn append_events(
             " AS base) INSERT INTO task_events (tenant_id, user_id, task_id, seq, ts, stage, \
              sub_task_id, step_narrative, tool_name, status, input_payload, result_data, \
              error_info, duration_ms) \
-             SELECT t.tenant_id, t.user_id, v.task_id, t.base + v.i, coalesce(v.ts, now()), \
+             SELECT t.tenant_id, t.user_id, t.id, t.base + v.i, coalesce(v.ts, now()), \
              v.stage, v.sub_task_id, v.step_narrative, v.tool_name, v.status, v.input_payload, \
              v.result_data, v.error_info, v.duration_ms FROM t CROSS JOIN (",
         );
     insert.push_values(events.iter().enumerate(), |mut row, (i, e)| {
-        row.push_bind(task_id)
-            .push_bind(i64::try_from(i + 1).unwrap_or(i64::MAX))
+        row.push_bind(i64::try_from(i + 1).unwrap_or(i64::MAX))
             .push_bind(e.timestamp)
             .push_bind(e.stage.clone())
             .push_bind(e.sub_task_id.clone())
@@ -646,7 +645,7 @@ pub async fn append_events(
             .push_bind(e.duration_ms);
     });
     insert.push(
-        ") AS v(task_id, i, ts, stage, sub_task_id, step_narrative, tool_name, status, \
+        ") AS v(i, ts, stage, sub_task_id, step_narrative, tool_name, status, \
          input_payload, result_data, error_info, duration_ms) \
          RETURNING seq",
     );

@@ -10,12 +10,27 @@ use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::state::AppState;
 
+/// What the digest of a task was built from, and the digest.
+pub struct Loaded {
+    pub digest: Digest,
+    pub items: Vec<digest::Item>,
+    pub messages: Vec<digest::Message>,
+}
+
+impl Loaded {
+    /// The messages after the first `covered` ones.
+    pub fn since(&self, covered: i32) -> &[digest::Message] {
+        let start = self.messages.partition_point(|m| m.seq <= covered);
+        &self.messages[start..]
+    }
+}
+
 /// Builds the digest of a task from its active plan and all its messages.
 pub async fn load_digest(
     tx: &mut sqlx::PgConnection,
     row: &TaskRow,
     recent: usize,
-) -> ApiResult<(Digest, Vec<digest::Message>)> {
+) -> ApiResult<Loaded> {
     let items: Vec<digest::Item> = store::plan_items(&mut *tx, row.id, row.plan_version)
         .await?
         .into_iter()
@@ -34,7 +49,11 @@ pub async fn load_digest(
         plan_version: row.plan_version,
     };
     let digest = digest::build(&facts, &items, &messages, recent);
-    Ok((digest, messages))
+    Ok(Loaded {
+        digest,
+        items,
+        messages,
+    })
 }
 
 /// Starts a background refresh when `message_count` is at least `summary_every` past what the
@@ -63,10 +82,10 @@ pub fn schedule(
 pub async fn refresh(state: &AppState, principal: &Principal, task_id: Uuid) -> ApiResult<bool> {
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let row = store::get_task(&mut tx, task_id).await?;
-    let (digest, _) = load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
+    let loaded = load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
     tx.commit().await?;
-    let covers = i32::try_from(digest.message_count).unwrap_or(i32::MAX);
-    let summary = digest::summary(&digest);
+    let covers = i32::try_from(loaded.digest.message_count).unwrap_or(i32::MAX);
+    let summary = digest::summary(&loaded.digest);
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let stored = store::set_running_summary(&mut tx, task_id, &summary, covers).await?;
     tx.commit().await?;
