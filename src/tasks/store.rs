@@ -617,7 +617,7 @@ pub async fn append_events(
         .push_bind(n)
         .push(", updated_at = now() WHERE id = ")
         .push_bind(task_id)
-        .push(" RETURNING tenant_id, user_id, event_count - ")
+        .push(" RETURNING tenant_id, user_id, id, event_count - ")
         .push_bind(n)
         .push(
             " AS base) INSERT INTO task_events (tenant_id, user_id, task_id, seq, ts, stage, \
