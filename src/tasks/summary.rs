@@ -1,6 +1,9 @@
 //! The running summary (001's tier 1): refreshed in the background once enough messages arrived
 //! since the last one, never on the write path. Without a model it is the digest's own summary.
 
+use std::collections::HashSet;
+use std::sync::{LazyLock, Mutex};
+
 use uuid::Uuid;
 
 use super::digest::{self, Digest, TaskFacts};
@@ -69,14 +72,34 @@ pub fn schedule(
     if every == 0 || i64::from(message_count) - i64::from(covered) < i64::from(every) {
         return;
     }
+    // One refresh per task at a time: a burst of messages past the threshold starts one job, and
+    // the first write after it finishes starts the next if still due.
+    if !IN_FLIGHT.lock().is_ok_and(|mut running| running.insert(task_id)) {
+        return;
+    }
     let state = state.clone();
     let principal = principal.clone();
     tokio::spawn(async move {
+        let _running = Running(task_id);
         if let Err(err) = refresh(&state, &principal, task_id).await {
             tracing::warn!(%task_id, error = %err, "running summary refresh failed");
         }
     });
 }
+
+/// Removes its task from [`IN_FLIGHT`] when the job ends, however it ends.
+struct Running(Uuid);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(mut running) = IN_FLIGHT.lock() {
+            running.remove(&self.0);
+        }
+    }
+}
+
+/// Tasks whose summary is being refreshed by this process.
+static IN_FLIGHT: LazyLock<Mutex<HashSet<Uuid>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
 
 /// Recomputes and stores the running summary; false when a newer one was stored meanwhile.
 pub async fn refresh(state: &AppState, principal: &Principal, task_id: Uuid) -> ApiResult<bool> {
