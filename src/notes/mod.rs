@@ -1,5 +1,7 @@
 //! Long-term notes: per-user, per-agent Markdown notes with section edits, optimistic concurrency and revisions (issue 4).
 
+pub mod sections;
+
 use clap::Args;
 use utoipa_axum::router::OpenApiRouter;
 
