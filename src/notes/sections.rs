@@ -180,22 +180,43 @@ fn normalise(text: &str) -> String {
         .to_lowercase()
 }
 
+/// A top-level heading while its events are read.
+struct OpenHeading {
+    level: u8,
+    /// The heading element's source range.
+    block: Range<usize>,
+    /// Rendered text so far.
+    text: String,
+    /// Source range of the inline content so far.
+    inline: Option<Range<usize>>,
+}
+
 /// Every top-level heading of `doc`, in order.
 pub fn headings(doc: &str) -> Vec<Heading> {
     let mut found = Vec::new();
     let mut depth = 0usize;
-    // The heading being read: (level, element range, rendered text, inline source range).
-    let mut open: Option<(u8, Range<usize>, String, Option<Range<usize>>)> = None;
+    let mut open: Option<OpenHeading> = None;
     for (event, range) in Parser::new_ext(doc, Options::empty()).into_offset_iter() {
         match &event {
             Event::Start(Tag::Heading { level, .. }) if depth == 0 => {
-                open = Some((*level as u8, range, String::new(), None));
+                open = Some(OpenHeading {
+                    level: *level as u8,
+                    block: range,
+                    text: String::new(),
+                    inline: None,
+                });
                 depth = 1;
                 continue;
             }
             Event::End(TagEnd::Heading(_)) if depth == 1 => {
                 depth = 0;
-                if let Some((level, block, text, inline)) = open.take() {
+                if let Some(OpenHeading {
+                    level,
+                    block,
+                    text,
+                    inline,
+                }) = open.take()
+                {
                     let start = line_start(doc, block.start);
                     let body_start = if doc[..block.end].ends_with('\n') {
                         block.end
@@ -218,15 +239,15 @@ pub fn headings(doc: &str) -> Vec<Heading> {
             _ => {}
         }
         // Inside a top-level heading: collect its rendered text and the source span of its inlines.
-        if let Some((_, _, text, source)) = open.as_mut() {
+        if let Some(heading) = open.as_mut() {
             match &event {
                 Event::Text(t) | Event::Code(t) | Event::InlineHtml(t) | Event::Html(t) => {
-                    text.push_str(t);
+                    heading.text.push_str(t);
                 }
-                Event::SoftBreak | Event::HardBreak => text.push(' '),
+                Event::SoftBreak | Event::HardBreak => heading.text.push(' '),
                 _ => {}
             }
-            *source = Some(match source.take() {
+            heading.inline = Some(match heading.inline.take() {
                 Some(r) => r.start.min(range.start)..r.end.max(range.end),
                 None => range,
             });
