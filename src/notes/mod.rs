@@ -281,9 +281,10 @@ pub async fn delete_notes(
 /// `replace_section_by_header` or `delete_all_notes`. The answer holds the resulting notes, the new
 /// version and a one-line `outcome` such as `appended 42 chars; notes now 1.2 KB`.
 ///
-/// **Appends and prepends** start `content` on a new line; written text always ends with a line
-/// break (in the notes' own style, `\r\n` or `\n`). Every write locks the notes, so concurrent
-/// writers run one after another and none is lost.
+/// **Appends and prepends** start `content` on a new line. `overwrite` stores `content` exactly;
+/// text that the other writes insert gets a final line break when it lacks one (in the notes' own
+/// style, `\r\n` or `\n`). Every write locks the notes, so concurrent writers run one after
+/// another and none is lost.
 ///
 /// **Sections** are Markdown headings found by a CommonMark parser: ATX (`## Title`) and setext
 /// (`Title` underlined with `===`/`---`, levels 1/2) headings count; `#` lines inside code blocks,

@@ -75,8 +75,8 @@ pub struct NotesOperationRequest {
     #[schema(default = "read")]
     pub operation: Operation,
     /// The text to write; required by `overwrite`, `append`, `prepend` and
-    /// `replace_section_by_header`, refused (when non-empty) by the other operations. Written text
-    /// always ends with a line break.
+    /// `replace_section_by_header`, refused (when non-empty) by the other operations. `overwrite`
+    /// stores it exactly; the other writes give it a final line break when it lacks one.
     #[serde(default)]
     pub content: Option<String>,
     /// The heading naming the section (`Preferences` or `## Preferences`); required by
