@@ -511,12 +511,13 @@ fn parses_as_expected(
     heading_first: bool,
 ) -> bool {
     let key = |h: &Heading, shift: isize| (h.level, h.text.clone(), h.start as isize + shift);
-    let before_old: Vec<_> = headings(old)
+    let old_headings = headings(old);
+    let before_old: Vec<_> = old_headings
         .iter()
         .filter(|h| h.start < old_range.start)
         .map(|h| key(h, 0))
         .collect();
-    let after_old: Vec<_> = headings(old)
+    let after_old: Vec<_> = old_headings
         .iter()
         .filter(|h| h.start >= old_range.end)
         .map(|h| key(h, new_range.end as isize - old_range.end as isize))
@@ -959,6 +960,30 @@ mod properties {
                 }
                 let now = find(new, &other.heading.text).unwrap();
                 prop_assert_eq!(&new[now.range()], &doc[other.range()]);
+            }
+        }
+
+        #[test]
+        fn delete_removes_the_section_and_keeps_the_others(
+            outline in outline(),
+            crlf in any::<bool>(),
+            final_eol in any::<bool>(),
+            pick in any::<prop::sample::Index>(),
+        ) {
+            let doc = build(&outline, if crlf { "\r\n" } else { "\n" }, final_eol);
+            let target = pick.index(outline.len());
+            let header = format!("SEC{target}");
+            let old = find(&doc, &header).unwrap();
+            let edit = delete_section(&doc, &header).unwrap();
+            let new = edit.notes.as_str();
+            let is_not_found = matches!(find(new, &header), Err(SectionError::NotFound { .. }));
+            prop_assert!(is_not_found);
+            prop_assert!(new.starts_with(&doc[..old.heading.start]));
+            for other in sections(&doc) {
+                if other.end <= old.heading.start || other.heading.start >= old.end {
+                    let now = find(new, &other.heading.text).unwrap();
+                    prop_assert_eq!(&new[now.range()], &doc[other.range()]);
+                }
             }
         }
     }
