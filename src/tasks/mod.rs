@@ -103,7 +103,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(patch_action))
         .routes(routes!(post_action_log, list_action_logs))
         .routes(routes!(post_events, list_events))
-        .routes(routes!(list_messages))
+        .routes(routes!(post_message, list_messages))
         .routes(routes!(post_snapshot, list_snapshots))
 }
 
@@ -211,7 +211,11 @@ async fn note_change(
 ) -> ApiResult<Option<(i32, i32)>> {
     match lifecycle_note(row, change) {
         Some(note) => {
-            Ok(store::append_message(tx, row.id, Role::System, MsgType::Lifecycle, &note).await?)
+            Ok(
+                store::append_message(tx, row.id, Role::System, MsgType::Lifecycle, &note)
+                    .await?
+                    .map(|(seq, covered, _)| (seq, covered)),
+            )
         }
         None => Ok(None),
     }
@@ -480,7 +484,7 @@ pub async fn update_task(
                     .await?
                     .ok_or_else(|| store::task_not_found(id))?;
             message_seq = Some(appended.0);
-            latest = Some(appended);
+            latest = Some((appended.0, appended.1));
         }
         let row = store::get_task(&mut tx, id).await?;
         tx.commit().await?;
@@ -620,7 +624,9 @@ pub async fn put_plan(
         row.plan_version,
         reason.map(|r| format!("; reason: {r}")).unwrap_or_default()
     );
-    let mut latest = store::append_message(&mut tx, id, Role::System, MsgType::Plan, &note).await?;
+    let mut latest = store::append_message(&mut tx, id, Role::System, MsgType::Plan, &note)
+        .await?
+        .map(|(seq, covered, _)| (seq, covered));
     if let Some(appended) = note_change(&mut tx, &row, &change).await? {
         latest = Some(appended);
     }
@@ -999,6 +1005,47 @@ pub async fn list_events(
         })
         .flatten();
     Ok(axum::Json(EventPage { items, next_cursor }))
+}
+
+/// Appends a message with any role and type (`task_update` appends agent progress messages).
+#[utoipa::path(post, path = "/api/tasks/{id}/messages", tag = "tasks",
+    params(("id" = Uuid, Path, description = "Task id")),
+    request_body = NewMessage,
+    responses(
+        (status = 201, description = "The message", body = Message),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn post_message(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<Uuid>,
+    Json(body): Json<NewMessage>,
+) -> ApiResult<(StatusCode, axum::Json<Message>)> {
+    principal.require(Scope::Write)?;
+    let content = required_text("content", &body.content, 100_000)?;
+    let role = body.role.unwrap_or(Role::Agent);
+    let msg_type = body.msg_type.unwrap_or(MsgType::Text);
+    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let (seq, covered, created_at) = store::append_message(&mut tx, id, role, msg_type, content)
+        .await?
+        .ok_or_else(|| store::task_not_found(id))?;
+    tx.commit().await?;
+    summary::schedule(&state, &principal, id, seq, covered);
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(Message {
+            seq,
+            role,
+            msg_type,
+            content: content.to_owned(),
+            created_at,
+        }),
+    ))
 }
 
 /// The task's messages (updates, lifecycle and plan notes) in order.

@@ -451,6 +451,19 @@ pub struct Message {
     pub created_at: DateTime<Utc>,
 }
 
+/// A message to append to a task's history.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewMessage {
+    /// Default `agent`.
+    #[serde(default)]
+    pub role: Option<Role>,
+    pub content: String,
+    /// Default `text`.
+    #[serde(default)]
+    pub msg_type: Option<MsgType>,
+}
+
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct MessagePage {
     pub items: Vec<Message>,

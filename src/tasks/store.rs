@@ -508,15 +508,15 @@ pub async fn item_counts(
     Ok(counts)
 }
 
-/// Appends a message; returns its seq (also the task's message count) and how many messages the
-/// running summary covers, or `None` when the task does not exist.
+/// Appends a message; returns its seq (also the task's message count), how many messages the
+/// running summary covers and the message's time, or `None` when the task does not exist.
 pub async fn append_message(
     tx: &mut PgConnection,
     task_id: Uuid,
     role: Role,
     msg_type: MsgType,
     content: &str,
-) -> Result<Option<(i32, i32)>, sqlx::Error> {
+) -> Result<Option<(i32, i32, DateTime<Utc>)>, sqlx::Error> {
     sqlx::query_as(
         "WITH t AS (
              UPDATE tasks SET message_count = message_count + 1, updated_at = now()
@@ -525,9 +525,9 @@ pub async fn append_message(
          ), m AS (
              INSERT INTO task_messages (tenant_id, user_id, task_id, seq, role, content, msg_type)
              SELECT tenant_id, user_id, $1, message_count, $2, $3, $4 FROM t
-             RETURNING seq
+             RETURNING seq, created_at
          )
-         SELECT m.seq, t.summary_message_count FROM m, t",
+         SELECT m.seq, t.summary_message_count, m.created_at FROM m, t",
     )
     .bind(task_id)
     .bind(role.as_str())

@@ -74,7 +74,10 @@ pub fn schedule(
     }
     // One refresh per task at a time: a burst of messages past the threshold starts one job, and
     // the first write after it finishes starts the next if still due.
-    if !IN_FLIGHT.lock().is_ok_and(|mut running| running.insert(task_id)) {
+    if !IN_FLIGHT
+        .lock()
+        .is_ok_and(|mut running| running.insert(task_id))
+    {
         return;
     }
     let state = state.clone();

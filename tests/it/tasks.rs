@@ -1074,6 +1074,47 @@ async fn actions_logs_snapshots_and_metadata(pool: PgPool) {
         ]
     );
 
+    let message = expect(
+        app.post(&format!("/api/tasks/{id}/messages"), &token)
+            .json(&json!({"role": "system", "msg_type": "wait", "content": "[Wait resolved] page loaded → ok"})),
+        201,
+    )
+    .await;
+    assert_eq!(message["seq"], 1);
+    assert!(message["created_at"].is_string());
+    expect(
+        app.post(&format!("/api/tasks/{id}/messages"), &token)
+            .json(&json!({"content": "note to self"})),
+        201,
+    )
+    .await;
+    let body = expect_problem(
+        app.post(&format!("/api/tasks/{id}/messages"), &token)
+            .json(&json!({"role": "robot", "content": "x"})),
+        422,
+    )
+    .await;
+    assert_eq!(body["field"], "role");
+    let messages = expect(
+        app.get(&format!("/api/tasks/{id}/messages?limit=1"), &token),
+        200,
+    )
+    .await;
+    assert_eq!(messages["items"][0]["msg_type"], "wait");
+    assert_eq!(messages["items"][0]["role"], "system");
+    let cursor = messages["next_cursor"].as_str().unwrap();
+    let rest = expect(
+        app.get(
+            &format!("/api/tasks/{id}/messages?limit=1&cursor={cursor}"),
+            &token,
+        ),
+        200,
+    )
+    .await;
+    assert_eq!(rest["items"][0]["role"], "agent");
+    assert_eq!(rest["items"][0]["msg_type"], "text");
+    assert!(rest["next_cursor"].is_null());
+
     let task = expect(
         app.patch(&format!("/api/tasks/{id}"), &token)
             .json(&json!({"metadata": {"display": null, "last_wait_state": "watching"}})),
