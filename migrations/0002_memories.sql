@@ -7,6 +7,22 @@
 -- overlaps, and a full-text hit maps straight to a line range (a tsvector is capped at 1 MB, so
 -- whole-content vectors would not work for big logs anyway).
 
+-- The text search view of memory text. The default parser reads `/payments` or `/var/log/app`
+-- as one file-path token, so a search for `payments` would miss most paths and URLs in logs;
+-- slashes and backslashes become spaces first (length-preserving, so offsets still agree).
+-- Queries go through mnemo_memory_query, which applies the same mapping.
+CREATE FUNCTION mnemo_memory_search_text(body text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT translate(body, '/\', '  ') $$;
+
+CREATE FUNCTION mnemo_memory_tsv(body text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT to_tsvector('english'::regconfig, mnemo_memory_search_text(body)) $$;
+
+CREATE FUNCTION mnemo_memory_query(query text) RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT websearch_to_tsquery('english'::regconfig, mnemo_memory_search_text(query)) $$;
+
 CREATE TABLE agent_memories (
     tenant_id        text        NOT NULL,
     user_id          text        NOT NULL,
@@ -26,7 +42,7 @@ CREATE TABLE agent_memories (
     is_active        boolean     NOT NULL DEFAULT true,
     created_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now(),
-    summary_tsv      tsvector    GENERATED ALWAYS AS (to_tsvector('english', summary)) STORED,
+    summary_tsv      tsvector    GENERATED ALWAYS AS (mnemo_memory_tsv(summary)) STORED,
     CONSTRAINT agent_memories_pkey PRIMARY KEY (tenant_id, user_id, id),
     CONSTRAINT agent_memories_key_unique UNIQUE (tenant_id, user_id, memory_key),
     CONSTRAINT agent_memories_key_format CHECK (memory_key ~ '^[A-Za-z0-9._:-]{1,128}$'),
@@ -56,7 +72,7 @@ CREATE TABLE agent_memory_chunks (
     line_start  bigint  NOT NULL,
     line_end    bigint  NOT NULL,
     content     text    NOT NULL,
-    tsv         tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+    tsv         tsvector GENERATED ALWAYS AS (mnemo_memory_tsv(content)) STORED,
     CONSTRAINT agent_memory_chunks_pkey PRIMARY KEY (tenant_id, user_id, memory_id, byte_start),
     CONSTRAINT agent_memory_chunks_memory_fkey FOREIGN KEY (tenant_id, user_id, memory_id)
         REFERENCES agent_memories (tenant_id, user_id, id) ON DELETE CASCADE,

@@ -1024,7 +1024,8 @@ fn first_line_with(chunk: &str, line_start: i64, words: &[&str]) -> Option<i64> 
         .map(|i| line_start + i as i64)
 }
 
-/// Agent tool `search_memory`: full-text search (`websearch_to_tsquery`, English) over summaries
+/// Agent tool `search_memory`: full-text search (`websearch_to_tsquery`, English; slashes read as
+/// spaces so path and URL segments are words) over summaries
 /// and content chunks, best first. A content hit names the chunk's line and byte range and the
 /// first line in it holding a matched word.
 pub async fn search_memory(
@@ -1070,17 +1071,17 @@ pub async fn search_memory(
                AND ($8::jsonb IS NULL OR content_metadata @> $8)
          ), hits AS (
              SELECT c.memory_id, 'content' AS matched, c.byte_start, c.byte_len,
-                    ts_rank_cd(c.tsv, websearch_to_tsquery('english', $1)) AS score
+                    ts_rank_cd(c.tsv, mnemo_memory_query($1)) AS score
              FROM agent_memory_chunks c
              WHERE c.tenant_id = current_setting('mnemo.tenant')
                AND c.user_id = current_setting('mnemo.user')
-               AND c.tsv @@ websearch_to_tsquery('english', $1)
+               AND c.tsv @@ mnemo_memory_query($1)
                AND c.memory_id IN (SELECT id FROM mem)
              UNION ALL
              SELECT mem.id, 'summary', NULL, NULL,
-                    ts_rank_cd(mem.summary_tsv, websearch_to_tsquery('english', $1))
+                    ts_rank_cd(mem.summary_tsv, mnemo_memory_query($1))
              FROM mem
-             WHERE mem.summary_tsv @@ websearch_to_tsquery('english', $1)
+             WHERE mem.summary_tsv @@ mnemo_memory_query($1)
          ), top AS (
              SELECT * FROM hits ORDER BY score DESC, memory_id DESC, byte_start NULLS FIRST
              LIMIT $9
@@ -1089,8 +1090,10 @@ pub async fn search_memory(
                 top.matched, top.score, top.byte_start, top.byte_len,
                 c.line_start, c.line_end, c.content AS chunk,
                 CASE WHEN top.matched = 'content'
-                     THEN ts_headline('english', c.content, websearch_to_tsquery('english', $1), $10)
-                     ELSE ts_headline('english', mem.summary, websearch_to_tsquery('english', $1), $10)
+                     THEN ts_headline('english', mnemo_memory_search_text(c.content),
+                                      mnemo_memory_query($1), $10)
+                     ELSE ts_headline('english', mnemo_memory_search_text(mem.summary),
+                                      mnemo_memory_query($1), $10)
                 END AS snippet
          FROM top
          JOIN mem ON mem.id = top.memory_id
