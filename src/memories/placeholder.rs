@@ -124,29 +124,72 @@ fn severity(line: &str) -> Severity {
     found
 }
 
+/// Case-insensitive fragments every error or warning word contains (`err` for error/errors/err,
+/// `fail` for failed/failure, ...): a fast pre-filter so [`severity`] runs only on lines that can
+/// match, which matters for 32 MiB of log.
+const CANDIDATES: &str =
+    "(?i)err|fatal|panic|exception|traceback|fail|critical|segfault|warn|deprecated";
+
+fn candidates() -> Option<&'static regex::bytes::Regex> {
+    static RE: std::sync::OnceLock<Option<regex::bytes::Regex>> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::bytes::Regex::new(CANDIDATES).ok())
+        .as_ref()
+}
+
 /// One pass over the content for [`summarize`].
 pub fn scan(content: &str) -> Scan {
     let mut scan = Scan::default();
-    for (index, line) in content.lines().enumerate() {
-        let number = index as u64 + 1;
-        if scan.first_line.is_none() && line.chars().any(char::is_alphanumeric) {
-            scan.first_line = Some(clean(line, QUOTE_MAX_CHARS));
-        }
-        match severity(line) {
-            Severity::Error => {
-                scan.errors += 1;
-                if scan.first_error.is_none() {
-                    scan.first_error = Some((number, clean(line, QUOTE_MAX_CHARS)));
-                }
+    scan.first_line = content
+        .lines()
+        .find(|line| line.chars().any(char::is_alphanumeric))
+        .map(|line| clean(line, QUOTE_MAX_CHARS));
+    let bytes = content.as_bytes();
+    let mut record = |number: u64, line: &str| match severity(line) {
+        Severity::Error => {
+            scan.errors += 1;
+            if scan.first_error.is_none() {
+                scan.first_error = Some((number, clean(line, QUOTE_MAX_CHARS)));
             }
-            Severity::Warning => {
-                scan.warnings += 1;
-                if scan.first_warning.is_none() {
-                    scan.first_warning = Some((number, clean(line, QUOTE_MAX_CHARS)));
-                }
-            }
-            Severity::None => {}
         }
+        Severity::Warning => {
+            scan.warnings += 1;
+            if scan.first_warning.is_none() {
+                scan.first_warning = Some((number, clean(line, QUOTE_MAX_CHARS)));
+            }
+        }
+        Severity::None => {}
+    };
+    let Some(re) = candidates() else {
+        for (index, line) in content.lines().enumerate() {
+            record(index as u64 + 1, line);
+        }
+        return scan;
+    };
+    // Walk the candidate matches; each line is classified once, numbered by counting newlines
+    // since the previous candidate line.
+    let mut line_number = 1u64;
+    let mut counted_to = 0usize;
+    let mut line_start = 0usize;
+    let mut next_line = 0usize;
+    for m in re.find_iter(bytes) {
+        if m.start() < next_line {
+            continue;
+        }
+        for (i, b) in bytes[counted_to..m.start()].iter().enumerate() {
+            if *b == b'\n' {
+                line_number += 1;
+                line_start = counted_to + i + 1;
+            }
+        }
+        counted_to = m.start();
+        let line_end = bytes[m.start()..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(bytes.len(), |i| m.start() + i);
+        if let Some(line) = content.get(line_start..line_end) {
+            record(line_number, line);
+        }
+        next_line = line_end + 1;
     }
     scan
 }
@@ -300,6 +343,18 @@ mod tests {
         );
         assert_eq!(found.warnings, 1);
         assert_eq!(found.first_warning.as_ref().map(|w| w.0), Some(5));
+    }
+
+    #[test]
+    fn scan_numbers_candidate_lines_right() {
+        let log = "ok\nterror\nfine\nx ERR! y\n\nwarn a\nwarn b ERROR\nlast";
+        let found = scan(log);
+        assert_eq!(found.errors, 2);
+        assert_eq!(found.first_error, Some((4, "x ERR! y".into())));
+        assert_eq!(found.warnings, 1);
+        assert_eq!(found.first_warning, Some((6, "warn a".into())));
+        let found = scan("error at the very start");
+        assert_eq!(found.first_error.map(|e| e.0), Some(1));
     }
 
     #[test]

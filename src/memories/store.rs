@@ -210,7 +210,8 @@ pub async fn prepare(new: NewMemory, limits: &Limits) -> ApiResult<Prepared> {
     let metadata = Value::Object(new.metadata);
     tokio::task::spawn_blocking(move || {
         let chunks = chunks::split(&content, CHUNK_BYTES);
-        let token_count = tokens::count_pieces(chunks.iter().map(|c| c.text(&content)));
+        let pieces: Vec<&str> = chunks.iter().map(|c| c.text(&content)).collect();
+        let token_count = tokens::count_pieces(&pieces);
         let line_count = chunks.last().map_or(0, |c| c.line_end);
         let size_bytes = content.len() as u64;
         let sha256 = hex(&Sha256::digest(content.as_bytes()));
