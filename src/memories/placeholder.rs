@@ -138,11 +138,13 @@ fn candidates() -> Option<&'static regex::bytes::Regex> {
 
 /// One pass over the content for [`summarize`].
 pub fn scan(content: &str) -> Scan {
-    let mut scan = Scan::default();
-    scan.first_line = content
-        .lines()
-        .find(|line| line.chars().any(char::is_alphanumeric))
-        .map(|line| clean(line, QUOTE_MAX_CHARS));
+    let mut scan = Scan {
+        first_line: content
+            .lines()
+            .find(|line| line.chars().any(char::is_alphanumeric))
+            .map(|line| clean(line, QUOTE_MAX_CHARS)),
+        ..Scan::default()
+    };
     let bytes = content.as_bytes();
     let mut record = |number: u64, line: &str| match severity(line) {
         Severity::Error => {

@@ -634,7 +634,10 @@ async fn bad_input_is_refused_with_the_field_named(pool: PgPool) {
     for (body, field) in [
         (json!({"query": "  "}), "query"),
         (json!({"query": "x", "limit": 0}), "limit"),
-        (json!({"query": "x", "filters": {"nope": 1}}), "filters.nope"),
+        (
+            json!({"query": "x", "filters": {"nope": 1}}),
+            "filters.nope",
+        ),
     ] {
         let p = expect_problem(app.post("/api/memories/search", &token).json(&body), 422).await;
         assert_eq!(p["field"], field, "{body} -> {p}");
