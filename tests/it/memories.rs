@@ -843,3 +843,88 @@ async fn grep_counts_every_match_and_flags_truncation(pool: PgPool) {
     let grep = expect(app.get("/api/memories/g/grep?pattern=warn", &token), 200).await;
     assert_eq!(grep["total_matches"], 0);
 }
+
+#[sqlx::test]
+async fn writes_need_the_write_scope(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let reader = crate::common::hs256(
+        &json!({"sub": "alice", "tenant_id": "acme", "exp": crate::common::now() + 600,
+                "scope": "memory:read"}),
+    );
+    expect_problem(
+        app.post("/api/memories", &reader)
+            .json(&json!({"content": "x"})),
+        403,
+    )
+    .await;
+    expect_problem(
+        app.post("/api/memories/capture", &reader)
+            .json(&json!({"content": "x"})),
+        403,
+    )
+    .await;
+    expect_problem(app.delete("/api/memories/x", &reader), 403).await;
+    expect(app.get("/api/memories", &reader), 200).await;
+}
+
+/// The agent tools other domains call with their own scoped transaction.
+#[sqlx::test]
+async fn agent_tool_functions_work_in_a_callers_transaction(pool: PgPool) {
+    use mnemo::auth::Principal;
+    use mnemo::db::Scoped;
+    use mnemo::memories::PageRequest;
+    use mnemo::memories::model::SearchRequest;
+    use mnemo::memories::store::{Limits, NewMemory, retrieve_memory, search_memory, store_memory};
+
+    let app = TestApp::new(pool.clone()).await;
+    let limits = Limits::from_config(&app.state.config);
+    let principal = Principal {
+        tenant_id: "acme".into(),
+        user_id: "alice".into(),
+        scopes: vec![],
+    };
+    let mut tx = Scoped::begin(&pool, &principal).await.unwrap();
+    let stored = store_memory(
+        &mut tx,
+        NewMemory {
+            content: "alpha\nbeta kubernetes\ngamma\n".into(),
+            description: Some("tool output".into()),
+            ..NewMemory::default()
+        },
+        &limits,
+    )
+    .await
+    .unwrap();
+    assert!(stored.memory_key.starts_with("mem_"));
+    let page = retrieve_memory(
+        &mut tx,
+        &stored.memory_key,
+        PageRequest::Lines { start: 2, count: 1 },
+        false,
+        &limits,
+    )
+    .await
+    .unwrap();
+    assert_eq!(page.content, "beta kubernetes\n");
+    let found = search_memory(
+        &mut tx,
+        &SearchRequest {
+            query: "kubernetes".into(),
+            limit: None,
+            filters: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(found.hits[0].memory_key, stored.memory_key);
+    assert_eq!(found.hits[0].match_line, Some(2));
+    tx.commit().await.unwrap();
+    // Committed in the caller's transaction, visible over HTTP.
+    let token = app.token("acme", "alice");
+    let page = expect(
+        app.get(&format!("/api/memories/{}", stored.memory_key), &token),
+        200,
+    )
+    .await;
+    assert_eq!(page["content"], "alpha\nbeta kubernetes\ngamma\n");
+}
