@@ -215,15 +215,19 @@ pub async fn prepare(new: NewMemory, limits: &Limits) -> ApiResult<Prepared> {
         let line_count = chunks.last().map_or(0, |c| c.line_end);
         let size_bytes = content.len() as u64;
         let sha256 = hex(&Sha256::digest(content.as_bytes()));
-        let summary = match description {
-            Some(description) => placeholder::clean(&description, SUMMARY_MAX_CHARS),
-            None => placeholder::summarize(
-                command.as_deref(),
-                &placeholder::scan(&content),
-                size_bytes,
-                line_count,
-            ),
-        };
+        // A description that cleans down to nothing (only escape sequences) gets the
+        // deterministic summary instead, so a placeholder always says something.
+        let summary = description
+            .map(|d| placeholder::clean(&d, SUMMARY_MAX_CHARS))
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| {
+                placeholder::summarize(
+                    command.as_deref(),
+                    &placeholder::scan(&content),
+                    size_bytes,
+                    line_count,
+                )
+            });
         Prepared {
             content,
             key,
