@@ -6,11 +6,14 @@
 //! [`store::retrieve_memory`], [`store::search_memory`] (and [`store::capture_output`]) directly
 //! with their own transaction.
 
+mod capture;
 mod chunks;
 mod grep;
 pub mod model;
 mod paging;
 pub mod placeholder;
+mod read;
+mod search;
 pub mod store;
 mod tokens;
 
@@ -35,7 +38,7 @@ use model::{
 };
 use store::{Limits, NewMemory};
 
-pub use paging::Request as PageRequest;
+pub use store::PageRequest;
 
 /// Settings of this domain (flattened into [`crate::config::Config`]). `Default` matches the
 /// command-line defaults. The content limit itself is `MNEMO_MEMORY_MAX_BYTES`
