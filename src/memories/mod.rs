@@ -81,14 +81,14 @@ impl Default for MemoriesConfig {
 impl MemoriesConfig {
     /// One line naming the setting that is wrong, if any.
     pub fn validate(&self) -> Result<(), String> {
-        if self.max_page_bytes < 16 {
-            return Err("MNEMO_MEMORY_MAX_PAGE_BYTES must be at least 16".into());
+        if !(16..=1 << 30).contains(&self.max_page_bytes) {
+            return Err("MNEMO_MEMORY_MAX_PAGE_BYTES must be 16 to 1073741824".into());
         }
         if self.page_bytes == 0 || self.page_bytes > self.max_page_bytes {
             return Err("MNEMO_MEMORY_PAGE_BYTES must be 1 to MNEMO_MEMORY_MAX_PAGE_BYTES".into());
         }
-        if self.capture_threshold_tokens == 0 {
-            return Err("MNEMO_MEMORY_CAPTURE_THRESHOLD_TOKENS must be at least 1".into());
+        if !(1..=10_000_000).contains(&self.capture_threshold_tokens) {
+            return Err("MNEMO_MEMORY_CAPTURE_THRESHOLD_TOKENS must be 1 to 10000000".into());
         }
         Ok(())
     }
@@ -493,4 +493,39 @@ pub async fn capture(
     let result = store::finish_capture(Some(&mut tx), prepared).await?;
     tx.commit().await?;
     Ok((StatusCode::CREATED, axum::Json(result)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_defaults_are_valid_and_bad_values_are_named() {
+        assert_eq!(MemoriesConfig::default().validate(), Ok(()));
+        let bad = MemoriesConfig {
+            page_bytes: 10,
+            max_page_bytes: 8,
+            ..MemoriesConfig::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("MNEMO_MEMORY_MAX_PAGE_BYTES")
+        );
+        let bad = MemoriesConfig {
+            page_bytes: 0,
+            ..MemoriesConfig::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("MNEMO_MEMORY_PAGE_BYTES")
+        );
+        let bad = MemoriesConfig {
+            capture_threshold_tokens: 0,
+            ..MemoriesConfig::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("THRESHOLD"));
+        assert_eq!(upload_body_limit(1000), 2000 + 1024 * 1024);
+    }
 }
