@@ -7,6 +7,10 @@
 //   navigator.sendBeacon to .../archive_messages/beacon (the token travels in the body, because a
 //   beacon cannot carry headers), split into chunks under `beaconMaxBytes`.
 //
+// Browsers also cap the keepalive data in flight per page (Chromium: 64 KiB in total), so an
+// unload can deliver only about that much: archive periodically to keep the unconfirmed tail small.
+// Beacons the browser refuses are counted out of `flushWithBeacon()`'s return value.
+//
 // No dependencies; works in any modern browser (and in Node 18+ with fetch, minus the beacon).
 
 const ARCHIVE_PATH = "/api/chat/session/archive_messages";
