@@ -1,11 +1,9 @@
 # syntax=docker/dockerfile:1
 FROM rust:1-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
-COPY src ./src
-COPY migrations ./migrations
-COPY openapi ./openapi
-RUN cargo build --release --locked && strip target/release/mnemo
+# Everything the build embeds (migrations, static pages, clients); .dockerignore keeps out the rest.
+COPY . .
+RUN cargo build --release --locked --bin mnemo && strip target/release/mnemo
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl \

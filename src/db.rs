@@ -9,7 +9,8 @@
 //!
 //! # Cost
 //! `BEGIN` and the three `set_config` calls travel as one simple-query batch: one round trip, the
-//! same count as a bare `BEGIN`. The ids are sent as SQL string literals; that is safe because the
+//! same count as a bare `BEGIN`. A request pays that, its own statements, and `COMMIT`; the pool
+//! does not ping on acquire (it pings on release, off the request's path). The ids are sent as SQL string literals; that is safe because the
 //! connection forces `standard_conforming_strings=on` (backslashes are plain characters), quotes
 //! are doubled, and ids with NUL or other control characters are refused at auth and again here.
 
@@ -30,6 +31,9 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Er
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(5))
+        // sqlx already pings each connection when it returns to the pool (which also flushes a
+        // queued rollback); pinging again on acquire would add a round trip to every request.
+        .test_before_acquire(false)
         .connect_with(options)
         .await
 }

@@ -10,6 +10,7 @@
 
 mod common;
 mod conversations;
+mod deploy;
 mod memories;
 mod notes;
 mod openapi;
