@@ -11,6 +11,7 @@ use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::ApiError;
 use crate::llm::{Tool, ToolCall};
+use crate::notes::model::{NotesOperationRequest, Operation};
 use crate::state::AppState;
 
 /// The operations of `manage_long_term_memory` (the design's `ManageLTMInput`).
@@ -87,22 +88,6 @@ pub fn definitions() -> Vec<Tool> {
     ]
 }
 
-/// Arguments of `manage_long_term_memory`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ManageNotesInput {
-    #[serde(default = "read_operation")]
-    pub operation: String,
-    #[serde(default)]
-    pub content: Option<String>,
-    #[serde(default)]
-    pub section_header: Option<String>,
-}
-
-fn read_operation() -> String {
-    "read".into()
-}
-
 fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall) -> Result<T, String> {
     let text = if call.function.arguments.trim().is_empty() {
         "{}"
@@ -121,7 +106,7 @@ pub async fn execute(
     call: &ToolCall,
 ) -> String {
     let result = match call.function.name.as_str() {
-        "manage_long_term_memory" => match args::<ManageNotesInput>(call) {
+        "manage_long_term_memory" => match args::<NotesOperationRequest>(call) {
             Ok(input) => manage_notes(state, principal, agent, input).await,
             Err(e) => Err(e),
         },
@@ -156,27 +141,35 @@ fn describe(err: ApiError) -> String {
     }
 }
 
+/// `manage_long_term_memory`: one operation of the notes domain, in its own scoped transaction.
 async fn manage_notes(
     state: &AppState,
     principal: &Principal,
     agent: &str,
-    input: ManageNotesInput,
+    input: NotesOperationRequest,
 ) -> Result<Value, String> {
-    if !NOTE_OPERATIONS.contains(&input.operation.as_str()) {
-        return Err(format!(
-            "unknown operation `{}`; use one of {}",
-            input.operation,
-            NOTE_OPERATIONS.join(", ")
-        ));
-    }
-    let scope = if input.operation == "read" {
+    let scope = if input.operation == Operation::Read {
         Scope::Read
     } else {
         Scope::Write
     };
     principal.require(scope).map_err(describe)?;
-    let _ = (state, agent, input.content, input.section_header);
-    Err("long-term notes are not available in this build".into())
+    let run = async {
+        let mut tx = Scoped::begin(&state.pool, principal).await?;
+        let done =
+            crate::notes::store::run_operation(&mut tx, agent, input, None, &state.config.notes)
+                .await?;
+        tx.commit().await?;
+        Ok::<_, ApiError>(done)
+    };
+    let done = run.await.map_err(describe)?;
+    Ok(json!({
+        "operation": done.operation,
+        "outcome": done.outcome,
+        "changed": done.changed,
+        "version": done.version,
+        "notes": done.notes,
+    }))
 }
 
 async fn memory_tool(
@@ -197,11 +190,11 @@ async fn memory_tool(
     ))
 }
 
-/// The long-term notes of (caller, `agent`) for the context, when the notes domain has them.
+/// The long-term notes of (caller, `agent`) for the context; `None` when never written.
 pub async fn long_term_notes(
     conn: &mut sqlx::PgConnection,
     agent: &str,
 ) -> Result<Option<String>, ApiError> {
-    let _ = (conn, agent);
-    Ok(None)
+    let stored = crate::notes::store::read_notes(conn, agent).await?;
+    Ok((!stored.notes.trim().is_empty()).then_some(stored.notes))
 }

@@ -472,6 +472,19 @@ async fn context_compiles_prompt_notes_window_and_new_messages(pool: PgPool) {
         })
         .collect();
     expect(app.post(ARCHIVE, &token).json(&batch("s", history)), 200).await;
+    // Notes of another agent must not leak into this agent's context.
+    expect(
+        app.put("/api/agents/assistant/notes", &token)
+            .json(&json!({"notes": "## Preferences\n- tea, no sugar\n"})),
+        200,
+    )
+    .await;
+    expect(
+        app.put("/api/agents/coach/notes", &token)
+            .json(&json!({"notes": "- runs on Sundays\n"})),
+        200,
+    )
+    .await;
 
     let body = json!({"session_id": "s", "agent_id": "assistant", "new_messages": [msg("n1", "what now?", "user", 30)]});
     let context = expect(app.post("/api/chat/context", &token).json(&body), 200).await;
@@ -488,12 +501,13 @@ async fn context_compiles_prompt_notes_window_and_new_messages(pool: PgPool) {
         roles,
         ["system", "system", "user", "assistant", "user", "user"]
     );
+    let notes = messages[1]["content"].as_str().unwrap();
+    assert!(notes.starts_with("## Long-term notes"), "{notes}");
     assert!(
-        messages[1]["content"]
-            .as_str()
-            .unwrap()
-            .starts_with("## Long-term notes")
+        notes.ends_with("## Preferences\n- tea, no sugar"),
+        "{notes}"
     );
+    assert!(!notes.contains("Sundays"), "{notes}");
     let texts: Vec<&str> = messages[2..]
         .iter()
         .map(|m| m["content"].as_str().unwrap())
@@ -624,7 +638,8 @@ async fn fake_completions(
     let stream = body["stream"] == true;
     if !has_tool_result {
         let call = json!({"id": "call_1", "type": "function",
-            "function": {"name": "manage_long_term_memory", "arguments": "{\"operation\":\"read\"}"}});
+            "function": {"name": "manage_long_term_memory",
+                "arguments": "{\"operation\":\"append\",\"content\":\"- likes green tea\"}"}});
         if stream {
             let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
                 "function": {"name": "manage_long_term_memory", "arguments": "{\"operation\":"}}]}}]});
@@ -693,6 +708,11 @@ async fn chat_runs_tool_calls_and_stores_the_reply(pool: PgPool) {
     );
     assert_eq!(tools[1]["sender"], "tool");
     assert_eq!(tools[1]["tool_call_id"], "call_1");
+    assert!(
+        tools[1]["text"].as_str().unwrap().contains("appended"),
+        "{}",
+        tools[1]
+    );
 
     let requests = fake.requests.lock().unwrap().clone();
     assert_eq!(requests.len(), 2);
@@ -754,6 +774,12 @@ async fn chat_runs_tool_calls_and_stores_the_reply(pool: PgPool) {
     assert_eq!(
         roles,
         ["system", "system", "user", "assistant", "tool", "assistant"]
+    );
+    // The tool call really wrote the notes, and the next context shows them in their section.
+    let notes = context["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        notes.starts_with("## Long-term notes") && notes.contains("- likes green tea"),
+        "{notes}"
     );
 }
 
