@@ -247,12 +247,18 @@ pub async fn sessions(
         .collect())
 }
 
-/// True when the caller has this session.
+/// True when the caller has this session and it has not expired.
 pub async fn session_exists(
     conn: &mut PgConnection,
+    retention_days: Option<i32>,
     session_id: &str,
 ) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM agent_sessions WHERE session_id = $1)")
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM agent_sessions WHERE session_id = $2 AND {})",
+        retention_clause("last_activity_at")
+    );
+    sqlx::query_scalar(&sql)
+        .bind(retention_days)
         .bind(session_id)
         .fetch_one(conn)
         .await

@@ -413,6 +413,7 @@ async fn retention_hides_at_once_and_the_sweeper_deletes_under_a_lock(pool: PgPo
     }
     let sessions = expect(app.get("/api/chat/sessions", &other), 200).await;
     assert_eq!(sessions["items"].as_array().unwrap().len(), 0);
+    expect_problem(app.get("/api/chat/sessions/old/messages", &other), 404).await;
 
     // Another replica holds the lock: this one skips.
     let mut holder = pool.acquire().await.unwrap();
@@ -626,6 +627,10 @@ async fn chat_without_a_model_is_503_pointing_at_context(pool: PgPool) {
 #[derive(Clone, Default)]
 struct FakeModel {
     requests: Arc<Mutex<Vec<Value>>>,
+    /// Misbehave: ask for a tool whenever tools are offered.
+    always_tools: bool,
+    /// Misbehave: fail every call.
+    broken: bool,
 }
 
 async fn fake_completions(
@@ -634,7 +639,27 @@ async fn fake_completions(
 ) -> axum::response::Response {
     fake.requests.lock().unwrap().push(body.clone());
     let messages = body["messages"].as_array().unwrap();
+    if fake.broken {
+        return (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "model overloaded",
+        )
+            .into_response();
+    }
     let has_tool_result = messages.last().is_some_and(|m| m["role"] == "tool");
+    if fake.always_tools && body.get("tools").is_some() {
+        let n = fake.requests.lock().unwrap().len();
+        let call = json!({"id": format!("loop_{n}"), "type": "function",
+            "function": {"name": "search_memory", "arguments": "{\"query\":\"tea\"}"}});
+        return axum::Json(json!({"choices": [{"index": 0,
+            "message": {"role": "assistant", "content": null, "tool_calls": [call]}}]}))
+        .into_response();
+    }
+    if fake.always_tools {
+        return axum::Json(json!({"choices": [{"index": 0,
+            "message": {"role": "assistant", "content": "I will stop searching."}}]}))
+        .into_response();
+    }
     let stream = body["stream"] == true;
     if !has_tool_result {
         let call = json!({"id": "call_1", "type": "function",
@@ -673,7 +698,10 @@ fn sse(chunks: &[Value]) -> axum::response::Response {
 }
 
 async fn start_fake_model() -> (String, FakeModel) {
-    let fake = FakeModel::default();
+    start_fake(FakeModel::default()).await
+}
+
+async fn start_fake(fake: FakeModel) -> (String, FakeModel) {
     let router = axum::Router::new()
         .route(
             "/v1/chat/completions",
@@ -891,4 +919,53 @@ async fn demo_page_and_client_are_served_without_a_token(pool: PgPool) {
     );
     // The API next to them still needs a token.
     expect_problem(app.client.get(app.url("/api/chat/sessions")), 401).await;
+}
+
+#[sqlx::test]
+async fn chat_tool_loop_is_bounded_and_model_failures_are_502(pool: PgPool) {
+    let looping = FakeModel {
+        always_tools: true,
+        ..FakeModel::default()
+    };
+    let (url, fake) = start_fake(looping).await;
+    let app = TestApp::with_config(pool.clone(), |c| {
+        c.llm.base_url = Some(url);
+        c.llm.model = Some("m".into());
+        c.conversations.chat_max_tool_rounds = 2;
+    })
+    .await;
+    let token = app.token("t1", "alice");
+    let body = json!({"session_id": "s", "new_messages": [msg("n1", "find tea", "user", 1)]});
+    let response = expect(app.post("/api/chat", &token).json(&body), 200).await;
+    assert_eq!(response["reply"]["text"], "I will stop searching.");
+    // Two rounds of (call + result), then one last call without tools.
+    assert_eq!(response["tool_messages"].as_array().unwrap().len(), 4);
+    let requests = fake.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3);
+    assert!(requests[2].get("tools").is_none());
+    // The tool answered the model (an error until detail memory is wired, but an answer).
+    let last = requests[2]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "tool");
+    assert!(last["content"].as_str().unwrap().starts_with('{'));
+
+    let broken = FakeModel {
+        broken: true,
+        ..FakeModel::default()
+    };
+    let (url, _) = start_fake(broken).await;
+    let app = TestApp::with_config(pool.clone(), |c| {
+        c.llm.base_url = Some(url);
+        c.llm.model = Some("m".into());
+    })
+    .await;
+    let problem = expect_problem(app.post("/api/chat", &token).json(&body), 502).await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains("500"),
+        "{problem}"
+    );
 }
