@@ -11,6 +11,8 @@ use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::ApiError;
 use crate::llm::{Tool, ToolCall};
+use crate::memories::model::{PageQuery, SearchRequest};
+use crate::memories::store as memories;
 use crate::notes::model::{NotesOperationRequest, Operation};
 use crate::state::AppState;
 
@@ -60,11 +62,14 @@ pub fn definitions() -> Vec<Tool> {
         ),
         Tool::function(
             "retrieve_memory",
-            "Read a stored memory by key, a page of lines at a time.",
+            "Read a stored memory by key, one page at a time: by lines (`line_start`, \
+             `line_count`) or by bytes (`offset`, `limit`); the answer says how to read on.",
             json!({
                 "type": "object",
                 "properties": {
                     "key": {"type": "string"},
+                    "line_start": {"type": ["integer", "null"], "minimum": 1},
+                    "line_count": {"type": ["integer", "null"], "minimum": 1},
                     "offset": {"type": ["integer", "null"], "minimum": 0},
                     "limit": {"type": ["integer", "null"], "minimum": 1}
                 },
@@ -79,7 +84,7 @@ pub fn definitions() -> Vec<Tool> {
                 "type": "object",
                 "properties": {
                     "query": {"type": "string"},
-                    "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 50}
+                    "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 100}
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -110,19 +115,18 @@ pub async fn execute(
             Ok(input) => manage_notes(state, principal, agent, input).await,
             Err(e) => Err(e),
         },
-        "store_memory" | "retrieve_memory" | "search_memory" => {
-            match serde_json::from_str::<Value>(if call.function.arguments.trim().is_empty() {
-                "{}"
-            } else {
-                &call.function.arguments
-            }) {
-                Ok(input) => memory_tool(state, principal, &call.function.name, input).await,
-                Err(e) => Err(format!(
-                    "invalid arguments for `{}`: {e}",
-                    call.function.name
-                )),
-            }
-        }
+        "store_memory" => match args::<StoreArgs>(call) {
+            Ok(input) => store(state, principal, agent, input).await,
+            Err(e) => Err(e),
+        },
+        "retrieve_memory" => match args::<RetrieveArgs>(call) {
+            Ok(input) => retrieve(state, principal, input).await,
+            Err(e) => Err(e),
+        },
+        "search_memory" => match args::<SearchArgs>(call) {
+            Ok(input) => search(state, principal, input).await,
+            Err(e) => Err(e),
+        },
         other => Err(format!("unknown tool `{other}`")),
     };
     match result {
@@ -153,16 +157,11 @@ async fn manage_notes(
     } else {
         Scope::Write
     };
-    principal.require(scope).map_err(describe)?;
-    let run = async {
-        let mut tx = Scoped::begin(&state.pool, principal).await?;
-        let done =
-            crate::notes::store::run_operation(&mut tx, agent, input, None, &state.config.notes)
-                .await?;
-        tx.commit().await?;
-        Ok::<_, ApiError>(done)
-    };
-    let done = run.await.map_err(describe)?;
+    let config = &state.config.notes;
+    let done = scoped(state, principal, scope, async |conn| {
+        crate::notes::store::run_operation(conn, agent, input, None, config).await
+    })
+    .await?;
     Ok(json!({
         "operation": done.operation,
         "outcome": done.outcome,
@@ -172,22 +171,128 @@ async fn manage_notes(
     }))
 }
 
-async fn memory_tool(
+/// Arguments of `store_memory`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreArgs {
+    content: String,
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+/// Arguments of `retrieve_memory`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetrieveArgs {
+    key: String,
+    #[serde(default)]
+    line_start: Option<u64>,
+    #[serde(default)]
+    line_count: Option<u64>,
+    #[serde(default)]
+    offset: Option<u64>,
+    #[serde(default)]
+    limit: Option<u64>,
+}
+
+/// Arguments of `search_memory`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    query: String,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+/// Runs `work` in a scoped transaction as `principal` and commits it.
+async fn scoped<T>(
     state: &AppState,
     principal: &Principal,
-    name: &str,
-    input: Value,
-) -> Result<Value, String> {
-    let scope = if name == "store_memory" {
-        Scope::Write
-    } else {
-        Scope::Read
-    };
+    scope: Scope,
+    work: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<T, ApiError>,
+) -> Result<T, String> {
     principal.require(scope).map_err(describe)?;
-    let _ = (state, input, Scoped::begin);
-    Err(format!(
-        "`{name}`: detail memory is not available in this build"
-    ))
+    let run = async {
+        let mut tx = Scoped::begin(&state.pool, principal).await?;
+        let out = work(&mut tx).await?;
+        tx.commit().await?;
+        Ok::<_, ApiError>(out)
+    };
+    run.await.map_err(describe)
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, String> {
+    serde_json::to_value(value).map_err(|e| format!("cannot encode the result: {e}"))
+}
+
+/// `store_memory`: detail memory, tagged with the session's agent.
+async fn store(
+    state: &AppState,
+    principal: &Principal,
+    agent: &str,
+    input: StoreArgs,
+) -> Result<Value, String> {
+    let limits = memories::Limits::from_config(&state.config);
+    let new = memories::NewMemory {
+        content: input.content,
+        key: input.key,
+        description: input.description,
+        agent_id: Some(agent.to_owned()),
+        ..memories::NewMemory::default()
+    };
+    let stored = scoped(state, principal, Scope::Write, async |conn| {
+        memories::store_memory(conn, new, &limits).await
+    })
+    .await?;
+    Ok(json!({
+        "memory_key": stored.memory_key,
+        "placeholder": stored.placeholder,
+        "status": stored.status,
+        "size_bytes": stored.size_bytes,
+        "line_count": stored.line_count,
+    }))
+}
+
+/// `retrieve_memory`: one page of a stored memory.
+async fn retrieve(
+    state: &AppState,
+    principal: &Principal,
+    input: RetrieveArgs,
+) -> Result<Value, String> {
+    let limits = memories::Limits::from_config(&state.config);
+    let query = PageQuery {
+        offset: input.offset,
+        limit: input.limit,
+        line_start: input.line_start,
+        line_count: input.line_count,
+        include_inactive: None,
+    };
+    let request = memories::page_request(&query, &limits).map_err(describe)?;
+    let page = scoped(state, principal, Scope::Read, async |conn| {
+        memories::retrieve_memory(conn, &input.key, request, false, &limits).await
+    })
+    .await?;
+    to_value(&page)
+}
+
+/// `search_memory`: full-text search over stored memories.
+async fn search(
+    state: &AppState,
+    principal: &Principal,
+    input: SearchArgs,
+) -> Result<Value, String> {
+    let request = SearchRequest {
+        query: input.query,
+        limit: input.limit,
+        filters: None,
+    };
+    let results = scoped(state, principal, Scope::Read, async |conn| {
+        memories::search_memory(conn, &request).await
+    })
+    .await?;
+    to_value(&results)
 }
 
 /// The long-term notes of (caller, `agent`) for the context; `None` when never written.

@@ -649,8 +649,22 @@ async fn fake_completions(
     let has_tool_result = messages.last().is_some_and(|m| m["role"] == "tool");
     if fake.always_tools && body.get("tools").is_some() {
         let n = fake.requests.lock().unwrap().len();
+        // First store a memory, then search for it, then retrieve it, then keep searching.
+        let (name, arguments) = match n {
+            1 => (
+                "store_memory",
+                json!({"key": "tea", "content": "green tea\nno sugar\n",
+                "description": "tea preferences"}),
+            ),
+            2 => ("search_memory", json!({"query": "green tea"})),
+            3 => (
+                "retrieve_memory",
+                json!({"key": "tea", "line_start": 2, "line_count": 1}),
+            ),
+            _ => ("search_memory", json!({"query": "tea"})),
+        };
         let call = json!({"id": format!("loop_{n}"), "type": "function",
-            "function": {"name": "search_memory", "arguments": "{\"query\":\"tea\"}"}});
+            "function": {"name": name, "arguments": arguments.to_string()}});
         return axum::Json(json!({"choices": [{"index": 0,
             "message": {"role": "assistant", "content": null, "tool_calls": [call]}}]}))
         .into_response();
@@ -931,27 +945,47 @@ async fn chat_tool_loop_is_bounded_and_model_failures_are_502(pool: PgPool) {
     let app = TestApp::with_config(pool.clone(), |c| {
         c.llm.base_url = Some(url);
         c.llm.model = Some("m".into());
-        c.conversations.chat_max_tool_rounds = 2;
+        c.conversations.chat_max_tool_rounds = 3;
     })
     .await;
     let token = app.token("t1", "alice");
     let body = json!({"session_id": "s", "new_messages": [msg("n1", "find tea", "user", 1)]});
     let response = expect(app.post("/api/chat", &token).json(&body), 200).await;
     assert_eq!(response["reply"]["text"], "I will stop searching.");
-    // Two rounds of (call + result), then one last call without tools.
-    assert_eq!(response["tool_messages"].as_array().unwrap().len(), 4);
+    // Three rounds of (call + result), then one last call without tools.
+    assert_eq!(response["tool_messages"].as_array().unwrap().len(), 6);
     let requests = fake.requests.lock().unwrap().clone();
-    assert_eq!(requests.len(), 3);
-    assert!(requests[2].get("tools").is_none());
-    // The tool answered the model (an error until detail memory is wired, but an answer).
-    let last = requests[2]["messages"]
+    assert_eq!(requests.len(), 4);
+    assert!(requests[3].get("tools").is_none());
+    // The tools ran against detail memory as the caller.
+    let results: Vec<Value> = response["tool_messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["sender"] == "tool")
+        .map(|m| serde_json::from_str(m["text"].as_str().unwrap()).unwrap())
+        .collect();
+    assert!(
+        results[0]["placeholder"]
+            .as_str()
+            .unwrap()
+            .starts_with("[MemoryRef: tea - "),
+        "{}",
+        results[0]
+    );
+    assert_eq!(results[1]["hits"][0]["memory_key"], "tea", "{}", results[1]);
+    assert_eq!(results[2]["content"], "no sugar\n", "{}", results[2]);
+    let last = requests[3]["messages"]
         .as_array()
         .unwrap()
         .last()
         .unwrap()
         .clone();
     assert_eq!(last["role"], "tool");
-    assert!(last["content"].as_str().unwrap().starts_with('{'));
+    assert_eq!(last["tool_call_id"], "loop_3");
+    let stored = expect(app.get("/api/memories/tea", &token), 200).await;
+    assert_eq!(stored["content"], "green tea\nno sugar\n");
+    expect_problem(app.get("/api/memories/tea", &app.token("t1", "bob")), 404).await;
 
     let broken = FakeModel {
         broken: true,
