@@ -15,8 +15,6 @@ use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use clap::Args;
 use serde::de::DeserializeOwned;
@@ -356,24 +354,23 @@ fn page_limit(limit: Option<i64>, default: i64, max: i64) -> ApiResult<i64> {
     }
 }
 
+/// Position of a list item: its time in microseconds and its key (session or message id).
 fn encode_cursor(at: DateTime<Utc>, key: &str) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}|{key}", at.timestamp_micros()))
+    crate::pagination::encode(&(at.timestamp_micros(), key))
 }
 
 fn decode_cursor(cursor: Option<&str>) -> ApiResult<Option<(DateTime<Utc>, String)>> {
     let Some(cursor) = cursor else {
         return Ok(None);
     };
-    let bad = || ApiError::invalid("cursor", "`cursor` is not a cursor this list returned");
-    let text = URL_SAFE_NO_PAD
-        .decode(cursor)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(bad)?;
-    let (micros, key) = text.split_once('|').ok_or_else(bad)?;
-    let micros: i64 = micros.parse().map_err(|_| bad())?;
-    let at = DateTime::from_timestamp_micros(micros).ok_or_else(bad)?;
-    Ok(Some((at, key.to_owned())))
+    let (micros, key): (i64, String) = crate::pagination::decode(cursor)?;
+    let at = DateTime::from_timestamp_micros(micros).ok_or_else(|| {
+        ApiError::invalid(
+            "cursor",
+            "`cursor` is not a `next_cursor` this list returned",
+        )
+    })?;
+    Ok(Some((at, key)))
 }
 
 /// List chat sessions, most recently active first.
