@@ -616,20 +616,6 @@ impl From<InfoRow> for MemoryInfo {
     }
 }
 
-fn encode_cursor(id: Uuid) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
-}
-
-fn decode_cursor(cursor: &str) -> ApiResult<Uuid> {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .ok()
-        .and_then(|bytes| Uuid::from_slice(&bytes).ok())
-        .ok_or_else(|| ApiError::invalid("cursor", "`cursor` is not a cursor this API handed out"))
-}
-
 fn metadata_filter(field: &str, raw: Option<&str>) -> ApiResult<Option<Value>> {
     let Some(raw) = raw else {
         return Ok(None);
@@ -649,7 +635,11 @@ pub async fn list_memories(conn: &mut PgConnection, query: &ListQuery) -> ApiRes
     if limit == 0 || limit > 200 {
         return Err(ApiError::invalid("limit", "`limit` must be 1 to 200"));
     }
-    let cursor = query.cursor.as_deref().map(decode_cursor).transpose()?;
+    let cursor = query
+        .cursor
+        .as_deref()
+        .map(crate::pagination::decode::<Uuid>)
+        .transpose()?;
     let metadata = metadata_filter("metadata", query.metadata.as_deref())?;
     let mut rows = sqlx::query_as::<_, InfoRow>(
         "SELECT id, memory_key, summary, memory_type, agent_id, thread_id, content_metadata,
@@ -683,7 +673,7 @@ pub async fn list_memories(conn: &mut PgConnection, query: &ListQuery) -> ApiRes
     let more = rows.len() > limit as usize;
     rows.truncate(limit as usize);
     let next_cursor = if more {
-        rows.last().map(|r| encode_cursor(r.id))
+        rows.last().map(|r| crate::pagination::encode(&r.id))
     } else {
         None
     };
@@ -715,13 +705,6 @@ pub async fn delete_memory(conn: &mut PgConnection, key: &str, hard: bool) -> Ap
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cursors_round_trip_and_bad_ones_are_422() {
-        let id = Uuid::now_v7();
-        assert_eq!(decode_cursor(&encode_cursor(id)).ok(), Some(id));
-        assert!(decode_cursor("not a cursor").is_err());
-    }
 
     #[test]
     fn generated_keys_are_valid_and_distinct() {

@@ -303,11 +303,7 @@ pub async fn list_tasks(
         store::list_tasks(&mut tx, query.status, query.phase, before, limit).await?;
     tx.commit().await?;
     let next_cursor = more
-        .then(|| {
-            items
-                .last()
-                .map(|t| store::encode_cursor(&t.id.to_string()))
-        })
+        .then(|| items.last().map(|t| store::encode_cursor(&t.id)))
         .flatten();
     Ok(axum::Json(TaskPage { items, next_cursor }))
 }
@@ -513,22 +509,36 @@ pub async fn update_task(
     }))
 }
 
-/// Answers `query` about task `id`: the exact digest, and its answer in a few sentences.
+/// Answers `query` about task `id`: the exact digest, and its answer in a few sentences; with a
+/// model configured, the model's answer grounded on the running summary and the messages since.
 async fn answer_query(
     state: &AppState,
     principal: &Principal,
     id: Uuid,
-    _query: &str,
+    query: &str,
 ) -> ApiResult<(QueryAnswer, TaskRow)> {
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let row = store::get_task(&mut tx, id).await?;
     let loaded = summary::load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
     tx.commit().await?;
-    let answer = QueryAnswer {
+    let mut answer = QueryAnswer {
         answer: digest::answer(&loaded.digest),
         source: "digest".into(),
-        digest: loaded.digest,
+        model_error: None,
+        digest: loaded.digest.clone(),
     };
+    if let Some(llm) = &state.llm {
+        match summary::ask_model(llm, &loaded, &row, query).await {
+            Ok(text) => {
+                answer.answer = text;
+                answer.source = "model".into();
+            }
+            Err(err) => {
+                tracing::warn!(task_id = %id, error = %err, "model answer failed; answering from the digest");
+                answer.model_error = Some(err);
+            }
+        }
+    }
     Ok((answer, row))
 }
 
@@ -794,11 +804,7 @@ pub async fn list_actions(
         store::actions(&mut tx, id, row.plan_version, ordinal, after, limit).await?;
     tx.commit().await?;
     let next_cursor = more
-        .then(|| {
-            items
-                .last()
-                .map(|a| store::encode_cursor(&a.id.to_string()))
-        })
+        .then(|| items.last().map(|a| store::encode_cursor(&a.id)))
         .flatten();
     Ok(axum::Json(ActionPage { items, next_cursor }))
 }
@@ -894,11 +900,7 @@ pub async fn list_action_logs(
     let (items, more) = store::action_logs(&mut tx, action_id, after, limit).await?;
     tx.commit().await?;
     let next_cursor = more
-        .then(|| {
-            items
-                .last()
-                .map(|l| store::encode_cursor(&l.id.to_string()))
-        })
+        .then(|| items.last().map(|l| store::encode_cursor(&l.id)))
         .flatten();
     Ok(axum::Json(ActionLogPage { items, next_cursor }))
 }
@@ -998,11 +1000,7 @@ pub async fn list_events(
     let (items, more) = store::events(&mut tx, id, &query, after, limit).await?;
     tx.commit().await?;
     let next_cursor = more
-        .then(|| {
-            items
-                .last()
-                .map(|e| store::encode_cursor(&e.seq.to_string()))
-        })
+        .then(|| items.last().map(|e| store::encode_cursor(&e.seq)))
         .flatten();
     Ok(axum::Json(EventPage { items, next_cursor }))
 }
@@ -1073,11 +1071,7 @@ pub async fn list_messages(
     let (items, more) = store::messages(&mut tx, id, after, limit).await?;
     tx.commit().await?;
     let next_cursor = more
-        .then(|| {
-            items
-                .last()
-                .map(|m| store::encode_cursor(&m.seq.to_string()))
-        })
+        .then(|| items.last().map(|m| store::encode_cursor(&m.seq)))
         .flatten();
     Ok(axum::Json(MessagePage { items, next_cursor }))
 }
@@ -1136,11 +1130,7 @@ pub async fn list_snapshots(
     let (items, more) = store::snapshots(&mut tx, id, after, limit).await?;
     tx.commit().await?;
     let next_cursor = more
-        .then(|| {
-            items
-                .last()
-                .map(|s| store::encode_cursor(&s.seq.to_string()))
-        })
+        .then(|| items.last().map(|s| store::encode_cursor(&s.seq)))
         .flatten();
     Ok(axum::Json(SnapshotPage { items, next_cursor }))
 }

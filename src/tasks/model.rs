@@ -513,5 +513,8 @@ pub struct QueryAnswer {
     pub answer: String,
     /// `digest` (exact, no model) or `model`.
     pub source: String,
+    /// Why the configured model's answer is missing (the digest answered instead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_error: Option<String>,
     pub digest: Digest,
 }

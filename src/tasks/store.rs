@@ -7,8 +7,6 @@
 //! lock until commit, so concurrent appends to one task serialize: sequence numbers are gap-free
 //! and follow commit order.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{FromRow, PgConnection, Postgres, QueryBuilder};
@@ -93,23 +91,14 @@ pub fn task_not_found(id: Uuid) -> ApiError {
     ApiError::not_found(format!("no task {id}"))
 }
 
-/// Opaque cursor text for a position.
-pub fn encode_cursor(position: &str) -> String {
-    URL_SAFE_NO_PAD.encode(position)
+/// Opaque cursor text for a position (the shared codec of [`crate::pagination`]).
+pub fn encode_cursor<T: serde::Serialize>(position: &T) -> String {
+    crate::pagination::encode(position)
 }
 
 /// Reads a cursor made by [`encode_cursor`]; anything else is 422 naming `cursor`.
-pub fn decode_cursor<T: std::str::FromStr>(cursor: Option<&str>) -> ApiResult<Option<T>> {
-    let Some(cursor) = cursor else {
-        return Ok(None);
-    };
-    URL_SAFE_NO_PAD
-        .decode(cursor)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .and_then(|text| text.parse::<T>().ok())
-        .map(Some)
-        .ok_or_else(|| ApiError::invalid("cursor", "`cursor` is not a cursor this list returned"))
+pub fn decode_cursor<T: serde::de::DeserializeOwned>(cursor: Option<&str>) -> ApiResult<Option<T>> {
+    cursor.map(crate::pagination::decode).transpose()
 }
 
 /// The page size: `limit` within 1..=`max`, else 422.

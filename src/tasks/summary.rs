@@ -7,10 +7,12 @@ use std::sync::{LazyLock, Mutex};
 use uuid::Uuid;
 
 use super::digest::{self, Digest, TaskFacts};
+use super::prompt;
 use super::store::{self, TaskRow};
 use crate::auth::Principal;
 use crate::db::Scoped;
 use crate::error::ApiResult;
+use crate::llm::{ChatMessage, LlmClient};
 use crate::state::AppState;
 
 /// What the digest of a task was built from, and the digest.
@@ -111,9 +113,65 @@ pub async fn refresh(state: &AppState, principal: &Principal, task_id: Uuid) -> 
     let loaded = load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
     tx.commit().await?;
     let covers = i32::try_from(loaded.digest.message_count).unwrap_or(i32::MAX);
-    let summary = digest::summary(&loaded.digest);
+    let summary = match &state.llm {
+        Some(llm) => {
+            let (system, user) = prompt::summary(
+                &loaded.digest,
+                &loaded.items,
+                row.running_summary.as_deref(),
+                loaded.since(row.summary_message_count),
+            );
+            match complete(llm, system, user).await {
+                Ok(text) => text,
+                Err(err) => {
+                    tracing::warn!(%task_id, error = %err, "model summary failed; using the digest");
+                    digest::summary(&loaded.digest)
+                }
+            }
+        }
+        None => digest::summary(&loaded.digest),
+    };
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let stored = store::set_running_summary(&mut tx, task_id, &summary, covers).await?;
     tx.commit().await?;
     Ok(stored)
+}
+
+/// The model's answer to `query`, grounded on the running summary (001's tier 2): the summary as
+/// stored, the messages since it, and the exact digest.
+pub async fn ask_model(
+    llm: &LlmClient,
+    loaded: &Loaded,
+    row: &TaskRow,
+    query: &str,
+) -> Result<String, String> {
+    let covered = row.summary_message_count;
+    let (system, user) = prompt::query(
+        &loaded.digest,
+        &loaded.items,
+        row.running_summary.as_deref(),
+        covered,
+        loaded.since(covered),
+        query,
+    );
+    complete(llm, system, user).await
+}
+
+/// One completion; its text, or why there is none.
+async fn complete(llm: &LlmClient, system: String, user: String) -> Result<String, String> {
+    let reply = llm
+        .complete(
+            &[
+                ChatMessage::text("system", system),
+                ChatMessage::text("user", user),
+            ],
+            &[],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    reply
+        .content
+        .map(|text| text.trim().to_owned())
+        .filter(|text| !text.is_empty())
+        .ok_or_else(|| "the model answered without text".to_owned())
 }

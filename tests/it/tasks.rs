@@ -1177,3 +1177,214 @@ async fn running_summary_refreshes_in_the_background(pool: PgPool) {
     );
     assert!(task["summary_updated_at"].is_string());
 }
+
+/// A fake OpenAI-compatible endpoint: records each request; answers questions and summaries
+/// differently so a test can tell which prompt it got.
+#[derive(Clone, Default)]
+struct FakeModel {
+    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    broken: bool,
+}
+
+async fn fake_completions(
+    axum::extract::State(fake): axum::extract::State<FakeModel>,
+    axum::Json(body): axum::Json<Value>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    fake.requests.lock().unwrap().push(body.clone());
+    if fake.broken {
+        return (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "model exploded",
+        )
+            .into_response();
+    }
+    let user = body["messages"][1]["content"].as_str().unwrap_or_default();
+    let content = if user.contains("Question:") {
+        "MODEL ANSWER: steps 1-3 are done; next, pull the image and run the container."
+    } else {
+        "MODEL SUMMARY: built v1.2.3, pushed it, connected to the server."
+    };
+    axum::Json(json!({"choices": [{"message": {"role": "assistant", "content": content}}]}))
+        .into_response()
+}
+
+async fn start_fake(fake: FakeModel) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = axum::Router::new()
+        .route(
+            "/v1/chat/completions",
+            axum::routing::post(fake_completions),
+        )
+        .with_state(fake);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{addr}/v1")
+}
+
+fn prompts(fake: &FakeModel) -> Vec<String> {
+    fake.requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["messages"][1]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// With a model, the running summary is the model's (refreshed in the background) and the answer
+/// is the model's, grounded on that summary plus only the messages since it.
+#[sqlx::test]
+async fn model_answer_is_grounded_on_the_running_summary(pool: PgPool) {
+    let fake = FakeModel::default();
+    let url = start_fake(fake.clone()).await;
+    let app = TestApp::with_config(pool, |c| {
+        c.llm.base_url = Some(url);
+        c.llm.model = Some("fake-model".into());
+        c.tasks.summary_every = 3;
+    })
+    .await;
+    let token = app.token("acme", "agent");
+    let id = id_of(
+        &register(
+            &app,
+            &token,
+            json!({"name": "Deploy coursefolio", "plan": DEPLOY_PLAN}),
+        )
+        .await,
+    );
+    let update = format!("/api/tasks/{id}/update");
+    for message in [
+        "Step 1 done — image built as v1.2.3",
+        "Step 2 done — pushed to ghcr.io",
+        "Step 3 done — SSH connected to server",
+    ] {
+        expect(
+            app.post(&update, &token).json(&json!({"message": message})),
+            200,
+        )
+        .await;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let task = loop {
+        let task = expect(app.get(&format!("/api/tasks/{id}"), &token), 200).await;
+        if !task["running_summary"].is_null() {
+            break task;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "summary never refreshed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        task["running_summary"],
+        "MODEL SUMMARY: built v1.2.3, pushed it, connected to the server."
+    );
+    assert_eq!(task["summary_message_count"], 3);
+    let sent = prompts(&fake);
+    assert_eq!(sent.len(), 1, "one summary request: {sent:?}");
+    assert!(
+        sent[0].contains("Previous summary:\nNo summary yet."),
+        "{}",
+        sent[0]
+    );
+    assert!(
+        sent[0].contains("#3 [agent progress] Step 3 done"),
+        "{}",
+        sent[0]
+    );
+    assert_eq!(fake.requests.lock().unwrap()[0]["model"], "fake-model");
+
+    expect(
+        app.post(&update, &token)
+            .json(&json!({"message": "Step 4 started — pulling the image on the server"})),
+        200,
+    )
+    .await;
+    let body = expect(
+        app.post(&update, &token)
+            .json(&json!({"query": "where was I?"})),
+        200,
+    )
+    .await;
+    assert_eq!(
+        body["answer"],
+        "MODEL ANSWER: steps 1-3 are done; next, pull the image and run the container."
+    );
+    assert_eq!(
+        body["digest"]["next"]["ordinal"], 4,
+        "the exact digest comes along"
+    );
+    let sent = prompts(&fake);
+    let question = sent.last().unwrap();
+    assert!(
+        question.contains("Summary (as of message #3):\nMODEL SUMMARY: built v1.2.3"),
+        "{question}"
+    );
+    assert!(
+        question.contains("#4 [agent progress] Step 4 started"),
+        "{question}"
+    );
+    assert!(
+        !question.contains("#1 [agent progress]"),
+        "covered messages are not resent: {question}"
+    );
+    assert!(question.contains("Question: where was I?"), "{question}");
+    let body = expect(
+        app.post(&format!("/api/tasks/{id}/query"), &token)
+            .json(&json!({"query": "what's next?"})),
+        200,
+    )
+    .await;
+    assert_eq!(body["source"], "model");
+    assert!(body.get("model_error").is_none());
+}
+
+/// A failing model never fails the request: the digest answers and says why the model did not;
+/// writes never wait for the model.
+#[sqlx::test]
+async fn broken_model_falls_back_to_the_digest(pool: PgPool) {
+    let fake = FakeModel {
+        broken: true,
+        ..FakeModel::default()
+    };
+    let url = start_fake(fake.clone()).await;
+    let app = TestApp::with_config(pool, |c| {
+        c.llm.base_url = Some(url);
+        c.llm.model = Some("fake-model".into());
+        c.tasks.summary_every = 0;
+    })
+    .await;
+    let token = app.token("acme", "agent");
+    let id = id_of(&register(&app, &token, json!({"name": "Deploy", "plan": DEPLOY_PLAN})).await);
+    for message in ["Step 1 done — v1.2.3", "Step 2 done"] {
+        expect(
+            app.post(&format!("/api/tasks/{id}/update"), &token)
+                .json(&json!({"message": message})),
+            200,
+        )
+        .await;
+    }
+    assert!(prompts(&fake).is_empty(), "no model call on the write path");
+    let body = expect(
+        app.post(&format!("/api/tasks/{id}/query"), &token)
+            .json(&json!({"query": "where was I?"})),
+        200,
+    )
+    .await;
+    assert_eq!(body["source"], "digest");
+    assert!(
+        body["model_error"].as_str().unwrap().contains("500"),
+        "{body}"
+    );
+    assert!(
+        body["answer"].as_str().unwrap().contains("Next: step 3"),
+        "{body}"
+    );
+    assert_eq!(prompts(&fake).len(), 1);
+}
