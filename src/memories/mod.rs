@@ -342,7 +342,7 @@ pub async fn get_memory(
         &limits,
     )
     .await?;
-    tx.commit().await?;
+    tx.end_read_only();
     if wants_text(&headers) {
         Ok(raw_page(page))
     } else {
