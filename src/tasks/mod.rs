@@ -301,7 +301,7 @@ pub async fn list_tasks(
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
     let (items, more) =
         store::list_tasks(&mut tx, query.status, query.phase, before, limit).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     let next_cursor = more
         .then(|| items.last().map(|t| store::encode_cursor(&t.id)))
         .flatten();
@@ -327,7 +327,7 @@ pub async fn get_task(
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
     let row = store::get_task(&mut tx, id).await?;
     let detail = detail(&mut tx, &row).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     Ok(axum::Json(detail))
 }
 
@@ -520,7 +520,7 @@ async fn answer_query(
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let row = store::get_task(&mut tx, id).await?;
     let loaded = summary::load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     let mut answer = QueryAnswer {
         answer: digest::answer(&loaded.digest),
         source: "digest".into(),
@@ -669,7 +669,7 @@ pub async fn list_plans(
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
     let row = store::get_task(&mut tx, id).await?;
     let versions = store::plan_versions(&mut tx, id, row.plan_version).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     Ok(axum::Json(PlanVersions { versions }))
 }
 
@@ -694,7 +694,7 @@ pub async fn get_plan(
     let plan = store::plan(&mut tx, id, version)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("task {id} has no plan v{version}")))?;
-    tx.commit().await?;
+    tx.end_read_only();
     Ok(axum::Json(plan))
 }
 
@@ -802,7 +802,7 @@ pub async fn list_actions(
     }
     let (items, more) =
         store::actions(&mut tx, id, row.plan_version, ordinal, after, limit).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     let next_cursor = more
         .then(|| items.last().map(|a| store::encode_cursor(&a.id)))
         .flatten();
@@ -898,7 +898,7 @@ pub async fn list_action_logs(
         )));
     }
     let (items, more) = store::action_logs(&mut tx, action_id, after, limit).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     let next_cursor = more
         .then(|| items.last().map(|l| store::encode_cursor(&l.id)))
         .flatten();
@@ -998,7 +998,7 @@ pub async fn list_events(
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::events(&mut tx, id, &query, after, limit).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     let next_cursor = more
         .then(|| items.last().map(|e| store::encode_cursor(&e.seq)))
         .flatten();
@@ -1069,7 +1069,7 @@ pub async fn list_messages(
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::messages(&mut tx, id, after, limit).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     let next_cursor = more
         .then(|| items.last().map(|m| store::encode_cursor(&m.seq)))
         .flatten();
@@ -1128,7 +1128,7 @@ pub async fn list_snapshots(
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::snapshots(&mut tx, id, after, limit).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     let next_cursor = more
         .then(|| items.last().map(|s| store::encode_cursor(&s.seq)))
         .flatten();

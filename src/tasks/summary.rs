@@ -111,7 +111,7 @@ pub async fn refresh(state: &AppState, principal: &Principal, task_id: Uuid) -> 
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let row = store::get_task(&mut tx, task_id).await?;
     let loaded = load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     let covers = i32::try_from(loaded.digest.message_count).unwrap_or(i32::MAX);
     let summary = match &state.llm {
         Some(llm) => {
