@@ -492,12 +492,21 @@ pub async fn update_task(
         principal.require(Scope::Read)?;
         None
     };
-    let (answer, digest, row) = match query {
+    let (answer, row) = match query {
         Some(query) => {
             let (answer, row) = answer_query(&state, &principal, id, query).await?;
-            (Some(answer.answer), Some(answer.digest), row)
+            (Some(answer), row)
         }
-        None => (None, None, row.ok_or_else(|| store::task_not_found(id))?),
+        None => (None, row.ok_or_else(|| store::task_not_found(id))?),
+    };
+    let (answer, source, model_error, digest) = match answer {
+        Some(a) => (
+            Some(a.answer),
+            Some(a.source),
+            a.model_error,
+            Some(a.digest),
+        ),
+        None => (None, None, None, None),
     };
     Ok(axum::Json(UpdateResult {
         task_id: id,
@@ -505,6 +514,8 @@ pub async fn update_task(
         phase: row.phase(),
         message_seq,
         answer,
+        source,
+        model_error,
         digest,
     }))
 }

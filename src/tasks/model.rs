@@ -214,6 +214,12 @@ pub struct UpdateResult {
     pub message_seq: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// With an answer: `digest` or `model`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Why the configured model's answer is missing, if it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub digest: Option<Digest>,
 }

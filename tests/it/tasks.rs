@@ -74,6 +74,7 @@ async fn story_from_001_where_was_i(pool: PgPool) {
         200,
     )
     .await;
+    assert_eq!(body["source"], "digest");
     let digest = &body["digest"];
     assert_eq!(ordinals(&digest["completed"]), vec![1, 2, 3]);
     assert_eq!(digest["inferred"], json!([1, 2, 3]));
@@ -1320,6 +1321,7 @@ async fn model_answer_is_grounded_on_the_running_summary(pool: PgPool) {
         body["digest"]["next"]["ordinal"], 4,
         "the exact digest comes along"
     );
+    assert_eq!(body["source"], "model");
     let sent = prompts(&fake);
     let question = sent.last().unwrap();
     assert!(
