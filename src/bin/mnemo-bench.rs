@@ -149,8 +149,10 @@ async fn one(scenario: &str, client: &Client, n: usize) -> Result<bool, String> 
             let task = &client.prepared[0];
             let events: Vec<Value> = (0..10)
                 .map(|i| {
-                    json!({"stage": "deploy", "tool_name": "shell", "status": "ok",
-                               "step_narrative": format!("event {i}"), "duration_ms": 12})
+                    json!({"stage": 1, "sub_task_id": "sub-1", "tool_name": "cli", "status": "COMPLETED",
+                           "step_narrative": format!("step {i} of the batch"),
+                           "input_payload": {"cmd": "docker build ."}, "result_data": {"exit": 0},
+                           "duration_ms": 12})
                 })
                 .collect();
             client
