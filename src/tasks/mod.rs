@@ -1,5 +1,7 @@
 //! Task memory: tasks, plans and replans, step status, execution log, snapshots and "where was I?" (issues 6 and 7).
 
+pub mod workspace;
+
 use clap::Args;
 use utoipa_axum::router::OpenApiRouter;
 
