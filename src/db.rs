@@ -77,6 +77,14 @@ impl Scoped {
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         self.tx.commit().await
     }
+
+    /// Ends a transaction that only read, without waiting for the database: the rollback is
+    /// queued on the connection and travels with the pool's check when the connection is
+    /// returned, which the pool does anyway. Saves a round trip on the request's path. Never use
+    /// it after a write: the write is rolled back.
+    pub fn end_read_only(self) {
+        drop(self.tx);
+    }
 }
 
 impl Deref for Scoped {

@@ -119,6 +119,22 @@ impl ApiError {
         Self::status(StatusCode::SERVICE_UNAVAILABLE, detail)
     }
 
+    /// The status this error answers with.
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::Problem(problem) => problem.status(),
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The `field` member of a 422, if any.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ApiError::Problem(problem) => problem.extensions.get("field").and_then(Value::as_str),
+            ApiError::Internal(_) => None,
+        }
+    }
+
     /// Adds an extension member; no effect on internal errors.
     pub fn with(self, key: &str, value: impl Into<Value>) -> Self {
         match self {

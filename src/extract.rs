@@ -145,16 +145,8 @@ mod tests {
     }
 
     fn status_and_field(err: ApiError) -> (u16, Option<String>) {
-        match err {
-            ApiError::Problem(p) => (
-                p.status,
-                p.extensions
-                    .get("field")
-                    .and_then(|f| f.as_str())
-                    .map(str::to_owned),
-            ),
-            ApiError::Internal(_) => (500, None),
-        }
+        let field = err.field().map(str::to_owned);
+        (err.status_code().as_u16(), field)
     }
 
     #[test]

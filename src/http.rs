@@ -36,6 +36,8 @@ pub const PUBLIC_ROUTES: &[&str] = &[
     "/metrics",
     "/openapi.json",
     "/docs/*",
+    "/api/chat/session/archive_messages/beacon",
+    "/demo/*",
 ];
 
 /// Every documented route, with its OpenAPI description. Domain routers merge here.

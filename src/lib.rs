@@ -15,6 +15,7 @@ pub mod memories;
 pub mod metrics;
 pub mod notes;
 pub mod openapi;
+pub mod pagination;
 pub mod platform;
 pub mod state;
 pub mod tasks;

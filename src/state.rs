@@ -6,6 +6,8 @@ use sqlx::PgPool;
 
 use crate::auth::Verifier;
 use crate::config::Config;
+use crate::conversations::window::WindowCache;
+use crate::llm::LlmClient;
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
@@ -14,14 +16,22 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub verifier: Arc<Verifier>,
     pub metrics: Arc<Metrics>,
+    /// Short-term chat windows per session, checked against the database's version on each read.
+    pub window_cache: Arc<WindowCache>,
+    /// The configured chat model, if any.
+    pub llm: Option<Arc<LlmClient>>,
 }
 
 impl AppState {
     /// Builds the state from a validated config and a connected pool.
     pub async fn new(config: Config, pool: PgPool) -> Result<Self, String> {
         let verifier = Verifier::from_config(&config).await?;
+        // Background retention sweeper (only when MNEMO_HISTORY_RETENTION_DAYS is set).
+        crate::conversations::sweeper::spawn(pool.clone(), &config.conversations);
         Ok(AppState {
             pool,
+            window_cache: Arc::new(WindowCache::new(config.conversations.window_cache_sessions)),
+            llm: LlmClient::from_config(&config.llm).map(Arc::new),
             config: Arc::new(config),
             verifier: Arc::new(verifier),
             metrics: Arc::new(Metrics::default()),

@@ -1,22 +1,606 @@
 //! Conversation memory: batched archival, sendBeacon uploads, sessions, the short-term window and chat context (issue 5).
 
-use clap::Args;
-use utoipa_axum::router::OpenApiRouter;
+pub mod batch;
+pub mod chat;
+pub mod context;
+mod demo;
+pub mod model;
+pub mod store;
+pub mod sweeper;
+pub mod tools;
+pub mod window;
 
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use clap::Args;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use self::model::{
+    ArchiveRequest, ArchiveResponse, BeaconRequest, ChatRequest, ChatResponse, ContextResponse,
+    MessagePage, MessageQuery, SessionPage, SessionQuery,
+};
+use crate::auth::{Principal, Scope};
+use crate::db::Scoped;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Query, parse_json};
 use crate::state::AppState;
+
+/// Largest beacon body: browsers refuse `sendBeacon` payloads much past 64 KiB.
+pub const BEACON_MAX_BYTES: usize = 64 * 1024;
 
 /// Settings of this domain (flattened into [`crate::config::Config`]). `Default` matches the
 /// command-line defaults.
-#[derive(Debug, Clone, Args, Default)]
-pub struct ConversationsConfig {}
+#[derive(Debug, Clone, Args)]
+pub struct ConversationsConfig {
+    /// Days archived conversation history is kept; unset: forever. Expired messages vanish from
+    /// reads at once; a background sweeper deletes them.
+    #[arg(long = "history-retention-days", env = "MNEMO_HISTORY_RETENTION_DAYS")]
+    pub history_retention_days: Option<u32>,
+    /// Seconds between two retention sweeps.
+    #[arg(
+        long = "history-sweep-interval-secs",
+        env = "MNEMO_HISTORY_SWEEP_INTERVAL_SECS",
+        default_value_t = 3600
+    )]
+    pub history_sweep_interval_secs: u64,
+    /// Rows a sweep deletes per table and transaction.
+    #[arg(
+        long = "history-sweep-batch",
+        env = "MNEMO_HISTORY_SWEEP_BATCH",
+        default_value_t = 5000
+    )]
+    pub history_sweep_batch: u64,
+    /// Messages in the short-term window of a session.
+    #[arg(
+        long = "chat-window-messages",
+        env = "MNEMO_CHAT_WINDOW_MESSAGES",
+        default_value_t = 10
+    )]
+    pub window_messages: usize,
+    /// Sessions whose window a replica keeps in memory (0 disables the cache).
+    #[arg(
+        long = "chat-window-cache-sessions",
+        env = "MNEMO_CHAT_WINDOW_CACHE_SESSIONS",
+        default_value_t = 10_000
+    )]
+    pub window_cache_sessions: usize,
+    /// Most messages in one archive batch (or one turn's `new_messages`); more is 413.
+    #[arg(
+        long = "archive-max-messages",
+        env = "MNEMO_ARCHIVE_MAX_MESSAGES",
+        default_value_t = 500
+    )]
+    pub archive_max_messages: usize,
+    /// Largest archive, context or chat request body in bytes; more is 413.
+    #[arg(long = "archive-max-bytes", env = "MNEMO_ARCHIVE_MAX_BYTES", default_value_t = 1024 * 1024)]
+    pub archive_max_bytes: usize,
+    /// Rounds of tool calls `/api/chat` runs before asking the model for a final answer.
+    #[arg(
+        long = "chat-max-tool-rounds",
+        env = "MNEMO_CHAT_MAX_TOOL_ROUNDS",
+        default_value_t = 4
+    )]
+    pub chat_max_tool_rounds: usize,
+    /// The system prompt that opens every compiled context.
+    #[arg(long = "chat-system-prompt", env = "MNEMO_CHAT_SYSTEM_PROMPT", default_value = DEFAULT_SYSTEM_PROMPT)]
+    pub system_prompt: String,
+}
+
+/// The system prompt used when `MNEMO_CHAT_SYSTEM_PROMPT` is unset.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant with memory. Long-term notes \
+about the user follow in their own section; keep them current with manage_long_term_memory. Store \
+large material with store_memory and find it again with search_memory and retrieve_memory.";
+
+impl Default for ConversationsConfig {
+    fn default() -> Self {
+        ConversationsConfig {
+            history_retention_days: None,
+            history_sweep_interval_secs: 3600,
+            history_sweep_batch: 5000,
+            window_messages: 10,
+            window_cache_sessions: 10_000,
+            archive_max_messages: 500,
+            archive_max_bytes: 1024 * 1024,
+            chat_max_tool_rounds: 4,
+            system_prompt: DEFAULT_SYSTEM_PROMPT.into(),
+        }
+    }
+}
 
 impl ConversationsConfig {
     /// One line naming the setting that is wrong, if any.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(days) = self.history_retention_days {
+            if days == 0 || i32::try_from(days).is_err() {
+                return Err(
+                    "MNEMO_HISTORY_RETENTION_DAYS must be a positive number of days".into(),
+                );
+            }
+        }
+        if self.history_sweep_interval_secs == 0 {
+            return Err("MNEMO_HISTORY_SWEEP_INTERVAL_SECS must be at least 1".into());
+        }
+        if self.history_sweep_batch == 0 {
+            return Err("MNEMO_HISTORY_SWEEP_BATCH must be at least 1".into());
+        }
+        if self.window_messages == 0 || self.window_messages > 1000 {
+            return Err("MNEMO_CHAT_WINDOW_MESSAGES must be between 1 and 1000".into());
+        }
+        if self.archive_max_messages == 0 {
+            return Err("MNEMO_ARCHIVE_MAX_MESSAGES must be at least 1".into());
+        }
+        if self.archive_max_bytes < 1024 {
+            return Err("MNEMO_ARCHIVE_MAX_BYTES must be at least 1024".into());
+        }
         Ok(())
+    }
+
+    fn retention(&self) -> Option<i32> {
+        self.history_retention_days
+            .and_then(|d| i32::try_from(d).ok())
     }
 }
 
 pub fn router() -> OpenApiRouter<AppState> {
+    let beacon = crate::http::body_limit(
+        OpenApiRouter::new().routes(routes!(archive_beacon)),
+        BEACON_MAX_BYTES,
+    );
     OpenApiRouter::new()
+        .routes(routes!(archive_messages))
+        .routes(routes!(list_sessions))
+        .routes(routes!(session_messages))
+        .routes(routes!(delete_session))
+        .routes(routes!(chat_context))
+        .routes(routes!(chat))
+        .merge(beacon)
+        .merge(demo::router())
+}
+
+/// A JSON body read within `MNEMO_ARCHIVE_MAX_BYTES` (413 past it; 415 when not JSON).
+pub struct LimitedJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for LimitedJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let content_type = mime(req.headers());
+        if content_type != "application/json" {
+            return Err(ApiError::status(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "expected a JSON body with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = read_limited(req, state.config.conversations.archive_max_bytes).await?;
+        parse_json(&bytes).map(LimitedJson)
+    }
+}
+
+fn mime(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Reads the body, answering 413 (naming `limit`) when it is larger.
+async fn read_limited(req: Request, limit: usize) -> ApiResult<Bytes> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(crate::extract::too_large(Some(limit)));
+    }
+    axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|err| {
+            let over = std::error::Error::source(&err)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            if over {
+                crate::extract::too_large(Some(limit))
+            } else {
+                ApiError::bad_request(format!("cannot read the request body: {err}"))
+            }
+        })
+}
+
+async fn archive(
+    state: &AppState,
+    principal: &Principal,
+    session_id: Option<&str>,
+    agent_id: Option<&str>,
+    messages: Option<&[model::IncomingMessage]>,
+) -> ApiResult<ArchiveResponse> {
+    principal.require(Scope::Write)?;
+    let session_id = batch::check_id("session_id", session_id)?;
+    let agent = batch::agent(agent_id)?;
+    let Some(messages) = messages else {
+        return Err(ApiError::invalid(
+            "messages_batch",
+            "`messages_batch` is required",
+        ));
+    };
+    let batch = batch::validate(
+        "messages_batch",
+        messages,
+        state.config.conversations.archive_max_messages,
+    )?;
+    let before = state
+        .window_cache
+        .get(&principal.tenant_id, &principal.user_id, &session_id)
+        .map(|(v, m)| (Some(v), m));
+    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let archived = store::archive(&mut tx, &session_id, &agent, &batch).await?;
+    tx.commit().await?;
+    chat::remember_archive(state, principal, &session_id, before, &batch, &archived);
+    Ok(ArchiveResponse {
+        session_id,
+        batch_id: archived.batch_id,
+        new: i64::try_from(archived.new_ids.len()).unwrap_or(i64::MAX),
+        duplicates: archived.duplicates,
+    })
+}
+
+/// Archive a batch of chat messages.
+///
+/// One transaction and one multi-row `INSERT ... ON CONFLICT DO NOTHING`: a message (same
+/// session, same client `id`) is stored once however often it is sent, so clients may re-send the
+/// whole visible conversation. The session is created on first sight; each batch is recorded in
+/// `recent_conversation_history`. A bad message refuses the whole batch (422 naming
+/// `messages_batch[i].field`); nothing of it is stored.
+#[utoipa::path(post, path = "/api/chat/session/archive_messages", tag = "conversations",
+    request_body = ArchiveRequest,
+    responses(
+        (status = 200, description = "Stored; counts of new and duplicate messages", body = ArchiveResponse),
+        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "More messages or bytes than MNEMO_ARCHIVE_MAX_MESSAGES / MNEMO_ARCHIVE_MAX_BYTES", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field, named in `field` (e.g. `messages_batch[3].sender`)", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn archive_messages(
+    State(state): State<AppState>,
+    principal: Principal,
+    LimitedJson(req): LimitedJson<ArchiveRequest>,
+) -> ApiResult<axum::Json<ArchiveResponse>> {
+    archive(
+        &state,
+        &principal,
+        req.session_id.as_deref(),
+        req.agent_id.as_deref(),
+        req.messages_batch.as_deref(),
+    )
+    .await
+    .map(axum::Json)
+}
+
+/// Archive a batch sent with `navigator.sendBeacon()` (page unload).
+///
+/// `sendBeacon` cannot set headers, and a cross-origin beacon must be a CORS "simple" request, so
+/// this route takes no `Authorization` header: the body (`text/plain` or `application/json`) is the
+/// archive JSON plus `access_token`, a bearer token verified exactly like the header. Otherwise it
+/// behaves like `/api/chat/session/archive_messages` and answers 204. Bodies over 64 KiB (the
+/// browsers' beacon budget) are 413: split larger flushes into several beacons.
+#[utoipa::path(post, path = "/api/chat/session/archive_messages/beacon", tag = "conversations",
+    request_body(content = BeaconRequest, content_type = "text/plain",
+        description = "The archive JSON plus `access_token`, sent as text/plain (or application/json)"),
+    responses(
+        (status = 204, description = "Stored"),
+        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid `access_token`", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB, or more messages than MNEMO_ARCHIVE_MAX_MESSAGES", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Neither text/plain nor application/json", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field, named in `field`", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(())
+)]
+pub async fn archive_beacon(State(state): State<AppState>, req: Request) -> ApiResult<StatusCode> {
+    let content_type = mime(req.headers());
+    if !matches!(
+        content_type.as_str(),
+        "text/plain" | "application/json" | ""
+    ) {
+        return Err(ApiError::status(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected a text/plain or application/json body",
+        ));
+    }
+    let bytes = read_limited(req, BEACON_MAX_BYTES).await?;
+    // Parse the token first so that a bad token is 401 even when the batch is also bad.
+    let mut value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    let token = value
+        .as_object_mut()
+        .and_then(|o| o.remove("access_token"))
+        .and_then(|t| t.as_str().map(str::to_owned))
+        .ok_or_else(|| ApiError::unauthorized("the beacon body has no `access_token`"))?;
+    let principal = state.verifier.verify(&token).await?;
+    let req: ArchiveRequest = parse_json(value.to_string().as_bytes())?;
+    archive(
+        &state,
+        &principal,
+        req.session_id.as_deref(),
+        req.agent_id.as_deref(),
+        req.messages_batch.as_deref(),
+    )
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn page_limit(limit: Option<i64>, default: i64, max: i64) -> ApiResult<i64> {
+    match limit {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(_) => Err(ApiError::invalid(
+            "limit",
+            format!("`limit` must be between 1 and {max}"),
+        )),
+    }
+}
+
+/// Position of a list item: its time in microseconds and its key (session or message id).
+fn encode_cursor(at: DateTime<Utc>, key: &str) -> String {
+    crate::pagination::encode(&(at.timestamp_micros(), key))
+}
+
+fn decode_cursor(cursor: Option<&str>) -> ApiResult<Option<(DateTime<Utc>, String)>> {
+    let Some(cursor) = cursor else {
+        return Ok(None);
+    };
+    let (micros, key): (i64, String) = crate::pagination::decode(cursor)?;
+    let at = DateTime::from_timestamp_micros(micros).ok_or_else(|| {
+        ApiError::invalid(
+            "cursor",
+            "`cursor` is not a `next_cursor` this list returned",
+        )
+    })?;
+    Ok(Some((at, key)))
+}
+
+/// List chat sessions, most recently active first.
+#[utoipa::path(get, path = "/api/chat/sessions", tag = "conversations",
+    params(SessionQuery),
+    responses(
+        (status = 200, description = "A page of sessions", body = SessionPage),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks memory:read", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Bad `limit` or `cursor`", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_sessions(
+    State(state): State<AppState>,
+    principal: Principal,
+    Query(query): Query<SessionQuery>,
+) -> ApiResult<axum::Json<SessionPage>> {
+    principal.require(Scope::Read)?;
+    let limit = page_limit(query.limit, 50, 200)?;
+    let after = decode_cursor(query.cursor.as_deref())?;
+    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut items = store::sessions(
+        &mut tx,
+        state.config.conversations.retention(),
+        query.agent_id.as_deref(),
+        after,
+        limit + 1,
+    )
+    .await?;
+    tx.commit().await?;
+    let more = items.len() > usize::try_from(limit).unwrap_or(usize::MAX);
+    items.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next_cursor = more
+        .then(|| items.last())
+        .flatten()
+        .map(|s| encode_cursor(s.last_activity_at, &s.session_id));
+    Ok(axum::Json(SessionPage { items, next_cursor }))
+}
+
+/// Messages of a session, oldest first (`order=desc`: newest first).
+#[utoipa::path(get, path = "/api/chat/sessions/{session_id}/messages", tag = "conversations",
+    params(("session_id" = String, Path, description = "The session"), MessageQuery),
+    responses(
+        (status = 200, description = "A page of messages", body = MessagePage),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks memory:read", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session for this user", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Bad `order`, `limit` or `cursor`", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn session_messages(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(session_id): Path<String>,
+    Query(query): Query<MessageQuery>,
+) -> ApiResult<axum::Json<MessagePage>> {
+    principal.require(Scope::Read)?;
+    let limit = page_limit(query.limit, 100, 500)?;
+    let after = match decode_cursor(query.cursor.as_deref())? {
+        Some((at, seq)) => Some((
+            at,
+            seq.parse::<i64>().map_err(|_| {
+                ApiError::invalid("cursor", "`cursor` is not a cursor this list returned")
+            })?,
+        )),
+        None => None,
+    };
+    let order = query.order.unwrap_or_default();
+    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let retention = state.config.conversations.retention();
+    if !store::session_exists(&mut tx, retention, &session_id).await? {
+        return Err(ApiError::not_found(format!("no session `{session_id}`")));
+    }
+    let mut rows =
+        store::messages(&mut tx, retention, &session_id, order, after, limit + 1).await?;
+    tx.commit().await?;
+    let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next_cursor = more
+        .then(|| rows.last())
+        .flatten()
+        .map(|(m, seq)| encode_cursor(m.timestamp, &seq.to_string()));
+    Ok(axum::Json(MessagePage {
+        items: rows.into_iter().map(|(m, _)| m).collect(),
+        next_cursor,
+    }))
+}
+
+/// Delete a session with its messages and batch records.
+#[utoipa::path(delete, path = "/api/chat/sessions/{session_id}", tag = "conversations",
+    params(("session_id" = String, Path, description = "The session")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session for this user", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn delete_session(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(session_id): Path<String>,
+) -> ApiResult<StatusCode> {
+    principal.require(Scope::Write)?;
+    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let deleted = store::delete_session(&mut tx, &session_id).await?;
+    tx.commit().await?;
+    state
+        .window_cache
+        .remove(&principal.tenant_id, &principal.user_id, &session_id);
+    if deleted {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!("no session `{session_id}`")))
+    }
+}
+
+/// Compile a turn's working memory (no model needed).
+///
+/// Stores `new_messages` in the session (like an archive batch), then returns OpenAI-style
+/// `messages`: the system prompt, the long-term notes of (user, agent) in their own system message,
+/// the short-term window (the session's last `MNEMO_CHAT_WINDOW_MESSAGES` messages), and the new
+/// messages. Feed them to any chat model.
+#[utoipa::path(post, path = "/api/chat/context", tag = "conversations",
+    request_body = ChatRequest,
+    responses(
+        (status = 200, description = "The compiled messages", body = ContextResponse),
+        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Too many messages or bytes", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field, named in `field` (e.g. `new_messages[0].timestamp`)", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn chat_context(
+    State(state): State<AppState>,
+    principal: Principal,
+    LimitedJson(req): LimitedJson<ChatRequest>,
+) -> ApiResult<axum::Json<ContextResponse>> {
+    principal.require(Scope::Write)?;
+    let turn = chat::prepare(&state, &principal, req).await?;
+    Ok(axum::Json(ContextResponse {
+        session_id: turn.session_id,
+        agent_id: turn.agent,
+        messages: turn.messages,
+        window_messages: turn.window_messages,
+        new: turn.new,
+        duplicates: turn.duplicates,
+    }))
+}
+
+/// Chat with the configured model, with memory.
+///
+/// Does what `/api/chat/context` does, then calls the OpenAI-compatible model
+/// (`MNEMO_LLM_BASE_URL`, `MNEMO_LLM_MODEL`) offering the tools `manage_long_term_memory`,
+/// `store_memory`, `retrieve_memory` and `search_memory`, runs the tool calls server-side (at most
+/// `MNEMO_CHAT_MAX_TOOL_ROUNDS` rounds), stores the reply and the tool messages in the session and
+/// returns them. With `Accept: text/event-stream` the answer streams as server-sent events:
+/// `delta` (`{"content": "..."}`), `tool_call`, `tool_result`, then `done` (the JSON response) or
+/// `error` (a problem). Without a configured model: 503, use `/api/chat/context`.
+#[utoipa::path(post, path = "/api/chat", tag = "conversations",
+    request_body = ChatRequest,
+    responses(
+        (status = 200, description = "The stored reply (JSON), or a server-sent event stream",
+            content((ChatResponse = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Too many messages or bytes", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field, named in `field`", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The model endpoint failed", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No model configured (`fallback` names /api/chat/context)", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn chat(
+    State(state): State<AppState>,
+    principal: Principal,
+    headers: HeaderMap,
+    LimitedJson(req): LimitedJson<ChatRequest>,
+) -> ApiResult<Response> {
+    principal.require(Scope::Write)?;
+    let Some(llm) = state.llm.clone() else {
+        return Err(ApiError::unavailable(
+            "no model is configured (set MNEMO_LLM_BASE_URL and MNEMO_LLM_MODEL); \
+             POST /api/chat/context returns the compiled messages for a model of your own",
+        )
+        .with("fallback", "/api/chat/context"));
+    };
+    let streaming = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    let turn = chat::prepare(&state, &principal, req).await?;
+    if !streaming {
+        let response = chat::respond(&state, &principal, &llm, turn, None).await?;
+        return Ok(axum::Json(response).into_response());
+    }
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Event>(64);
+    tokio::spawn(async move {
+        let last = match chat::respond(&state, &principal, &llm, turn, Some(sender.clone())).await {
+            Ok(response) => Event::default()
+                .event("done")
+                .data(serde_json::to_string(&response).unwrap_or_default()),
+            Err(err) => {
+                let detail = match err {
+                    ApiError::Problem(p) => serde_json::to_string(&*p).unwrap_or_default(),
+                    ApiError::Internal(e) => {
+                        tracing::error!(error = ?e, "chat stream failed");
+                        "{\"status\":500,\"detail\":\"internal error\"}".into()
+                    }
+                };
+                Event::default().event("error").data(detail)
+            }
+        };
+        let _ = sender.send(last).await;
+    });
+    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver
+            .recv()
+            .await
+            .map(|event| (Ok::<Event, std::convert::Infallible>(event), receiver))
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
 }

@@ -277,17 +277,8 @@ mod tests {
     }
 
     fn field(err: ApiError) -> (u16, String) {
-        match err {
-            ApiError::Problem(p) => (
-                p.status,
-                p.extensions
-                    .get("field")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-            ),
-            ApiError::Internal(_) => (500, String::new()),
-        }
+        let name = err.field().unwrap_or_default().to_owned();
+        (err.status_code().as_u16(), name)
     }
 
     #[test]

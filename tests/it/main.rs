@@ -8,6 +8,7 @@
     reason = "test helpers fail loudly on setup errors"
 )]
 
+mod cli;
 mod common;
 mod conversations;
 mod deploy;

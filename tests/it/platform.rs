@@ -620,3 +620,33 @@ async fn graceful_shutdown_lets_requests_in_flight_finish(pool: PgPool) {
     assert_eq!(response.text().await.expect("body"), "finished");
     server.await.expect("join").expect("server stopped cleanly");
 }
+
+/// A read-only scoped transaction ended without waiting leaves nothing behind on the connection:
+/// the next user of the (single) pooled connection runs as the login role with no tenant set.
+#[sqlx::test]
+async fn ending_read_only_leaks_no_scope_to_the_next_user(pool: PgPool) {
+    let single = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .expect("pool");
+    let tx = Scoped::begin(&single, &principal("t1", "alice"))
+        .await
+        .expect("begin");
+    tx.end_read_only();
+    let (tenant, role): (Option<String>, String) = sqlx::query_as(
+        "SELECT nullif(current_setting('mnemo.tenant', true), ''), current_user::text",
+    )
+    .fetch_one(&single)
+    .await
+    .expect("next query");
+    assert_eq!(
+        tenant, None,
+        "the tenant setting ended with the transaction"
+    );
+    assert_ne!(
+        role, "mnemo_app",
+        "the role switch ended with the transaction"
+    );
+}

@@ -1,0 +1,70 @@
+/** A chat message as the browser holds it. */
+export interface ChatMessage {
+  id: string;
+  text: string;
+  sender: "user" | "ai";
+  timestamp: Date;
+}
+
+/** What `add` accepts: id and timestamp are filled in when missing. */
+export interface NewChatMessage {
+  id?: string;
+  text: string;
+  sender: "user" | "ai";
+  timestamp?: Date | string | number;
+}
+
+/** The server's answer to an archive batch. */
+export interface ArchiveResult {
+  session_id: string;
+  batch_id: string;
+  new: number;
+  duplicates: number;
+}
+
+export interface ChatArchiverOptions {
+  /** Origin of mnemo, e.g. `https://mnemo.example.com`; empty for the page's own origin. */
+  baseUrl?: string;
+  /** The chat session (e.g. a UUID kept for the conversation). */
+  sessionId: string;
+  /** The agent the session talks to (default `assistant`). */
+  agentId?: string;
+  /** A bearer token (JWT); or `getToken` for tokens that refresh. */
+  token?: string;
+  getToken?: () => string;
+  /** Archive after this many new messages (default 10; 0 disables). */
+  everyMessages?: number;
+  /** Archive every this many seconds when something is pending (default 60; 0 disables). */
+  everySeconds?: number;
+  /** Retries of a failed archive (default 5), with exponential backoff from `backoffMs` (500). */
+  maxRetries?: number;
+  backoffMs?: number;
+  /** Largest beacon body in bytes (default 60000; browsers cap beacons near 64 KiB). */
+  beaconMaxBytes?: number;
+  /** The fetch to use (default the global one). */
+  fetch?: typeof fetch;
+  onArchived?: (result: ArchiveResult, sent: number) => void;
+  onError?: (error: Error) => void;
+}
+
+export declare class ChatArchiver {
+  constructor(options: ChatArchiverOptions);
+  /** Every message added, in order. */
+  readonly messages: ChatMessage[];
+  /** Starts the periodic timer and the `pagehide` / `visibilitychange` listeners. */
+  start(): this;
+  /** Stops the timer and removes the listeners. */
+  stop(): void;
+  /** Buffers a message; archives when `everyMessages` have gathered. */
+  add(message: NewChatMessage): ChatMessage;
+  /** Messages the server has not confirmed yet. */
+  pending(): ChatMessage[];
+  /** Archives every unconfirmed message with fetch, retrying with backoff. */
+  flush(): Promise<ArchiveResult | { new: 0; duplicates: 0 }>;
+  /** The beacon bodies a flush would send now (each under `beaconMaxBytes`). */
+  beaconChunks(): string[];
+  /** Sends the unconfirmed messages with `navigator.sendBeacon`; returns beacons queued. */
+  flushWithBeacon(): number;
+}
+
+export default ChatArchiver;

@@ -1,0 +1,217 @@
+// ChatArchiver: buffers a chat's messages in the browser and archives them to mnemo in batches.
+//
+// - every `everyMessages` new messages, or every `everySeconds` seconds, the messages not yet
+//   confirmed are sent with fetch to POST /api/chat/session/archive_messages; failures are retried
+//   with exponential backoff (the server stores each message once, so re-sending is safe);
+// - on `pagehide` or `visibilitychange` to hidden, whatever is still unconfirmed is sent with
+//   navigator.sendBeacon to .../archive_messages/beacon (the token travels in the body, because a
+//   beacon cannot carry headers), split into chunks under `beaconMaxBytes`.
+//
+// Browsers also cap the keepalive data in flight per page (Chromium: 64 KiB in total), so an
+// unload can deliver only about that much: archive periodically to keep the unconfirmed tail small.
+// Beacons the browser refuses are counted out of `flushWithBeacon()`'s return value.
+//
+// No dependencies; works in any modern browser (and in Node 18+ with fetch, minus the beacon).
+
+const ARCHIVE_PATH = "/api/chat/session/archive_messages";
+const BEACON_PATH = "/api/chat/session/archive_messages/beacon";
+
+function randomId() {
+  if (globalThis.crypto && typeof globalThis.crypto.randomUUID === "function") {
+    return globalThis.crypto.randomUUID();
+  }
+  return `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+}
+
+function toWire(message) {
+  const ts = message.timestamp instanceof Date ? message.timestamp : new Date(message.timestamp);
+  return { id: message.id, text: message.text, sender: message.sender, timestamp: ts.toISOString() };
+}
+
+const encoder = new TextEncoder();
+const byteLength = (text) => encoder.encode(text).length;
+
+export class ChatArchiver {
+  /**
+   * @param {import("./chat-archiver").ChatArchiverOptions} options
+   */
+  constructor(options) {
+    if (!options || !options.sessionId) throw new Error("ChatArchiver: sessionId is required");
+    if (!options.token && !options.getToken) throw new Error("ChatArchiver: token or getToken is required");
+    this.baseUrl = (options.baseUrl || "").replace(/\/$/, "");
+    this.sessionId = options.sessionId;
+    this.agentId = options.agentId || "assistant";
+    this.getToken = options.getToken || (() => options.token);
+    this.everyMessages = options.everyMessages ?? 10;
+    this.everySeconds = options.everySeconds ?? 60;
+    this.maxRetries = options.maxRetries ?? 5;
+    this.backoffMs = options.backoffMs ?? 500;
+    this.beaconMaxBytes = options.beaconMaxBytes ?? 60000;
+    this.fetch = options.fetch || globalThis.fetch.bind(globalThis);
+    this.onArchived = options.onArchived || (() => {});
+    this.onError = options.onError || (() => {});
+    /** @type {Array<{id: string, text: string, sender: "user"|"ai", timestamp: Date}>} */
+    this.messages = [];
+    this.confirmed = new Set();
+    this.sinceFlush = 0;
+    this.inFlight = null;
+    this.timer = null;
+    this.listening = false;
+    this.onPageHide = () => this.flushWithBeacon();
+    this.onVisibility = () => {
+      if (globalThis.document && globalThis.document.visibilityState === "hidden") this.flushWithBeacon();
+    };
+  }
+
+  /** Starts the periodic timer and the unload listeners. */
+  start() {
+    if (!this.timer && this.everySeconds > 0) {
+      this.timer = setInterval(() => {
+        if (this.pending().length > 0) this.flush().catch(() => {});
+      }, this.everySeconds * 1000);
+    }
+    if (!this.listening && globalThis.addEventListener) {
+      globalThis.addEventListener("pagehide", this.onPageHide);
+      globalThis.document?.addEventListener("visibilitychange", this.onVisibility);
+      this.listening = true;
+    }
+    return this;
+  }
+
+  /** Stops the timer and removes the listeners (buffered messages stay). */
+  stop() {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    if (this.listening) {
+      globalThis.removeEventListener("pagehide", this.onPageHide);
+      globalThis.document?.removeEventListener("visibilitychange", this.onVisibility);
+      this.listening = false;
+    }
+  }
+
+  /**
+   * Buffers a message; archives when `everyMessages` have gathered since the last archive.
+   * @returns the stored message (with its id and timestamp filled in)
+   */
+  add(message) {
+    const stored = {
+      id: message.id || randomId(),
+      text: String(message.text ?? ""),
+      sender: message.sender === "ai" ? "ai" : "user",
+      timestamp: message.timestamp ? new Date(message.timestamp) : new Date(),
+    };
+    this.messages.push(stored);
+    this.sinceFlush += 1;
+    if (this.everyMessages > 0 && this.sinceFlush >= this.everyMessages) {
+      this.flush().catch(() => {});
+    }
+    return stored;
+  }
+
+  /** Messages the server has not confirmed yet. */
+  pending() {
+    return this.messages.filter((m) => !this.confirmed.has(m.id));
+  }
+
+  /** Archives every unconfirmed message with fetch, retrying with backoff. */
+  async flush() {
+    if (this.inFlight) {
+      // One request at a time; what arrives meanwhile goes in the next one.
+      await this.inFlight.catch(() => {});
+    }
+    const batch = this.pending();
+    if (batch.length === 0) return { new: 0, duplicates: 0 };
+    this.sinceFlush = 0;
+    this.inFlight = this.send(batch);
+    try {
+      return await this.inFlight;
+    } finally {
+      this.inFlight = null;
+    }
+  }
+
+  async send(batch) {
+    const body = JSON.stringify({
+      session_id: this.sessionId,
+      agent_id: this.agentId,
+      messages_batch: batch.map(toWire),
+    });
+    let lastError = null;
+    for (let attempt = 0; attempt <= this.maxRetries; attempt += 1) {
+      try {
+        const response = await this.fetch(this.baseUrl + ARCHIVE_PATH, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer ${this.getToken()}` },
+          body,
+        });
+        if (response.ok) {
+          const result = await response.json();
+          for (const m of batch) this.confirmed.add(m.id);
+          this.onArchived(result, batch.length);
+          return result;
+        }
+        const problem = await response.json().catch(() => ({}));
+        lastError = new Error(`archive failed: ${response.status} ${problem.detail || ""}`.trim());
+        lastError.status = response.status;
+        // Client errors other than 408/429 will not get better by retrying.
+        if (response.status < 500 && response.status !== 408 && response.status !== 429) break;
+      } catch (err) {
+        lastError = err;
+      }
+      if (attempt < this.maxRetries) {
+        const delay = this.backoffMs * 2 ** attempt * (0.5 + Math.random() / 2);
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+    this.onError(lastError);
+    throw lastError;
+  }
+
+  /**
+   * Splits the unconfirmed messages into beacon bodies under `beaconMaxBytes` each.
+   * A single message too large for a beacon is left to the next fetch flush.
+   */
+  beaconChunks() {
+    const head = {
+      access_token: this.getToken(),
+      session_id: this.sessionId,
+      agent_id: this.agentId,
+      messages_batch: [],
+    };
+    const emptyBytes = byteLength(JSON.stringify(head));
+    const chunks = [];
+    let current = [];
+    let size = emptyBytes;
+    for (const message of this.pending()) {
+      const wire = toWire(message);
+      const bytes = byteLength(JSON.stringify(wire)) + 1;
+      if (emptyBytes + bytes > this.beaconMaxBytes) continue;
+      if (size + bytes > this.beaconMaxBytes && current.length > 0) {
+        chunks.push(current);
+        current = [];
+        size = emptyBytes;
+      }
+      current.push(wire);
+      size += bytes;
+    }
+    if (current.length > 0) chunks.push(current);
+    return chunks.map((batch) => JSON.stringify({ ...head, messages_batch: batch }));
+  }
+
+  /**
+   * Sends everything unconfirmed with navigator.sendBeacon (text/plain, a CORS-simple request).
+   * @returns the number of beacons the browser accepted
+   */
+  flushWithBeacon() {
+    const nav = globalThis.navigator;
+    if (!nav || typeof nav.sendBeacon !== "function") return 0;
+    let queued = 0;
+    for (const body of this.beaconChunks()) {
+      const blob = new Blob([body], { type: "text/plain;charset=UTF-8" });
+      if (nav.sendBeacon(this.baseUrl + BEACON_PATH, blob)) queued += 1;
+    }
+    return queued;
+  }
+}
+
+export default ChatArchiver;

@@ -1,0 +1,329 @@
+//! A chat turn: store the new messages, compile the working memory, and (for `/api/chat`) let the
+//! model answer, running its memory tool calls server-side in a bounded loop.
+
+use axum::response::sse::Event;
+use chrono::{DateTime, TimeDelta, Utc};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use super::batch::{self, Batch, NewMessage};
+use super::model::{ChatRequest, ChatResponse, StoredMessage};
+use super::store::{self, Archived, WindowMessage, WindowRead};
+use super::{context, tools, window};
+use crate::auth::Principal;
+use crate::db::Scoped;
+use crate::error::{ApiError, ApiResult};
+use crate::llm::{AssistantReply, ChatMessage, LlmClient, StreamEvent};
+use crate::state::AppState;
+
+/// A prepared turn: the compiled messages and what storing the new messages did.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub session_id: String,
+    pub agent: String,
+    pub messages: Vec<ChatMessage>,
+    pub window_messages: usize,
+    pub new: i64,
+    pub duplicates: i64,
+    /// The newest time among this turn's messages (replies are stored after it).
+    pub latest: Option<DateTime<Utc>>,
+}
+
+fn retention(state: &AppState) -> (Option<i32>, Option<DateTime<Utc>>) {
+    let days = state
+        .config
+        .conversations
+        .history_retention_days
+        .and_then(|d| i32::try_from(d).ok());
+    let cutoff = days.map(|d| Utc::now() - TimeDelta::days(i64::from(d)));
+    (days, cutoff)
+}
+
+/// The session's short-term window (cache first, checked against the database's version).
+/// Returns the version it belongs to (`None`: no such session) and the messages, oldest first.
+pub async fn read_window(
+    state: &AppState,
+    principal: &Principal,
+    tx: &mut Scoped,
+    session_id: &str,
+) -> ApiResult<(Option<i64>, Vec<WindowMessage>)> {
+    let (days, cutoff) = retention(state);
+    let size = state.config.conversations.window_messages;
+    let cache = &state.window_cache;
+    let cached = cache
+        .get(&principal.tenant_id, &principal.user_id, session_id)
+        .filter(|(_, messages)| !window::has_expired(messages, cutoff));
+    let read = store::window(
+        tx,
+        session_id,
+        i64::try_from(size).unwrap_or(i64::MAX),
+        days,
+        cached.as_ref().map(|c| c.0),
+    )
+    .await?;
+    Ok(match (read, cached) {
+        (WindowRead::NoSession, _) => (None, Vec::new()),
+        (WindowRead::Unchanged, Some((version, messages))) => (Some(version), messages),
+        (WindowRead::Unchanged, None) => (None, Vec::new()),
+        (WindowRead::Fresh(version, messages), _) => {
+            cache.put(
+                &principal.tenant_id,
+                &principal.user_id,
+                session_id,
+                version,
+                messages.clone(),
+            );
+            (Some(version), messages)
+        }
+    })
+}
+
+/// After an archive into a session whose window (at `before`) is known: extends the cached window
+/// when this archive was the only write since (`version` moved by exactly one).
+pub fn remember_archive(
+    state: &AppState,
+    principal: &Principal,
+    session_id: &str,
+    before: Option<(Option<i64>, Vec<WindowMessage>)>,
+    batch: &Batch,
+    archived: &Archived,
+) {
+    let Some((version, messages)) = before else {
+        return;
+    };
+    if archived.version != version.map_or(1, |v| v + 1) {
+        return;
+    }
+    let added: Vec<WindowMessage> = batch
+        .messages
+        .iter()
+        .filter(|m| archived.new_ids.contains(&m.id))
+        .map(|m| WindowMessage::from_new(m, archived.archived_at))
+        .collect();
+    let size = state.config.conversations.window_messages;
+    state.window_cache.put(
+        &principal.tenant_id,
+        &principal.user_id,
+        session_id,
+        archived.version,
+        window::extend(messages, added, size),
+    );
+}
+
+/// Validates the request, stores its new messages and compiles the working memory.
+pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) -> ApiResult<Turn> {
+    let session_id = batch::check_id("session_id", req.session_id.as_deref())?;
+    let agent = batch::agent(req.agent_id.as_deref())?;
+    let incoming = req.new_messages.unwrap_or_default();
+    let batch = batch::validate(
+        "new_messages",
+        &incoming,
+        state.config.conversations.archive_max_messages,
+    )?;
+    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let (version, window) = read_window(state, principal, &mut tx, &session_id).await?;
+    let archived = if batch.received() > 0 {
+        Some(store::archive(&mut tx, &session_id, &agent, &batch).await?)
+    } else {
+        None
+    };
+    let notes = tools::long_term_notes(&mut tx, &agent).await?;
+    tx.commit().await?;
+    if let Some(archived) = &archived {
+        remember_archive(
+            state,
+            principal,
+            &session_id,
+            Some((version, window.clone())),
+            &batch,
+            archived,
+        );
+    }
+    let (messages, window_messages) = context::compile(
+        &state.config.conversations.system_prompt,
+        &agent,
+        notes.as_deref(),
+        &window,
+        &batch.messages,
+    );
+    Ok(Turn {
+        session_id,
+        agent,
+        messages,
+        window_messages,
+        new: archived
+            .as_ref()
+            .map_or(0, |a| i64::try_from(a.new_ids.len()).unwrap_or(i64::MAX)),
+        duplicates: archived.as_ref().map_or(0, |a| a.duplicates),
+        latest: batch.span().map(|s| s.1),
+    })
+}
+
+fn model_failed(err: crate::llm::LlmError) -> ApiError {
+    tracing::warn!(error = %err, "model call failed");
+    ApiError::status(
+        axum::http::StatusCode::BAD_GATEWAY,
+        format!("the model endpoint failed: {err}"),
+    )
+}
+
+async fn send(events: Option<&mpsc::Sender<Event>>, event: Event) {
+    if let Some(events) = events {
+        // A client that went away stops receiving; the turn still completes and is stored.
+        let _ = events.send(event).await;
+    }
+}
+
+async fn ask(
+    llm: &LlmClient,
+    messages: &[ChatMessage],
+    offer_tools: bool,
+    events: Option<&mpsc::Sender<Event>>,
+) -> ApiResult<AssistantReply> {
+    let tools = if offer_tools {
+        tools::definitions()
+    } else {
+        Vec::new()
+    };
+    let Some(sink) = events else {
+        return llm.complete(messages, &tools).await.map_err(model_failed);
+    };
+    let stream = llm.stream(messages, &tools).await.map_err(model_failed)?;
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        match event.map_err(model_failed)? {
+            StreamEvent::Delta(text) => {
+                let data = serde_json::json!({ "content": text });
+                send(
+                    Some(sink),
+                    Event::default().event("delta").data(data.to_string()),
+                )
+                .await;
+            }
+            StreamEvent::Done(reply) => return Ok(reply),
+        }
+    }
+    Err(model_failed(crate::llm::LlmError::Protocol(
+        "the stream ended without a reply".into(),
+    )))
+}
+
+/// Runs the model on a prepared turn, executes its tool calls (at most
+/// `MNEMO_CHAT_MAX_TOOL_ROUNDS` rounds, then one last call without tools), and stores the reply
+/// and the tool messages in the session as one archive batch. With `events`, streams the reply as
+/// server-sent events (`delta`, `tool_call`, `tool_result`); the caller sends `done`.
+pub async fn respond(
+    state: &AppState,
+    principal: &Principal,
+    llm: &LlmClient,
+    turn: Turn,
+    events: Option<mpsc::Sender<Event>>,
+) -> ApiResult<ChatResponse> {
+    let events = events.as_ref();
+    let mut messages = turn.messages.clone();
+    // Stored replies sort after this turn's messages even when the client's clock runs ahead.
+    let mut at = turn
+        .latest
+        .map_or_else(Utc::now, |latest| latest.max(Utc::now()));
+    let mut next_time = || {
+        at += TimeDelta::milliseconds(1);
+        at
+    };
+    let mut stored: Vec<NewMessage> = Vec::new();
+    let max_rounds = state.config.conversations.chat_max_tool_rounds;
+    let mut round = 0;
+    let reply = loop {
+        let offer_tools = round < max_rounds;
+        let reply = ask(llm, &messages, offer_tools, events).await?;
+        if reply.tool_calls.is_empty() || !offer_tools {
+            break reply;
+        }
+        round += 1;
+        messages.push(reply.to_message());
+        stored.push(NewMessage {
+            id: uuid::Uuid::now_v7().to_string(),
+            sender: "ai",
+            text: reply.content.clone().unwrap_or_default(),
+            sent_at: next_time(),
+            tool_calls: serde_json::to_value(&reply.tool_calls).ok(),
+            tool_call_id: None,
+        });
+        for call in &reply.tool_calls {
+            send(
+                events,
+                Event::default()
+                    .event("tool_call")
+                    .data(serde_json::to_string(call).unwrap_or_default()),
+            )
+            .await;
+            let output = tools::execute(state, principal, &turn.agent, call).await;
+            let data = serde_json::json!({ "tool_call_id": call.id, "content": output });
+            send(
+                events,
+                Event::default().event("tool_result").data(data.to_string()),
+            )
+            .await;
+            messages.push(ChatMessage::tool_result(&call.id, &output));
+            stored.push(NewMessage {
+                id: uuid::Uuid::now_v7().to_string(),
+                sender: "tool",
+                text: output,
+                sent_at: next_time(),
+                tool_calls: None,
+                tool_call_id: Some(call.id.clone()),
+            });
+        }
+    };
+    stored.push(NewMessage {
+        id: uuid::Uuid::now_v7().to_string(),
+        sender: "ai",
+        text: reply.content.clone().unwrap_or_default(),
+        sent_at: next_time(),
+        tool_calls: None,
+        tool_call_id: None,
+    });
+    let batch = Batch {
+        messages: stored,
+        repeated: 0,
+    };
+    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let cached = state
+        .window_cache
+        .get(&principal.tenant_id, &principal.user_id, &turn.session_id)
+        .map(|(v, m)| (Some(v), m));
+    let archived = store::archive(&mut tx, &turn.session_id, &turn.agent, &batch).await?;
+    tx.commit().await?;
+    remember_archive(
+        state,
+        principal,
+        &turn.session_id,
+        cached,
+        &batch,
+        &archived,
+    );
+
+    let mut out: Vec<StoredMessage> = batch
+        .messages
+        .into_iter()
+        .map(|m| StoredMessage {
+            id: m.id,
+            sender: m.sender.into(),
+            text: m.text,
+            timestamp: m.sent_at,
+            archived_at: archived.archived_at,
+            tool_calls: m.tool_calls,
+            tool_call_id: m.tool_call_id,
+        })
+        .collect();
+    let Some(reply) = out.pop() else {
+        return Err(ApiError::Internal(anyhow::anyhow!(
+            "chat turn stored no reply"
+        )));
+    };
+    Ok(ChatResponse {
+        session_id: turn.session_id,
+        agent_id: turn.agent,
+        reply,
+        tool_messages: out,
+    })
+}

@@ -1,0 +1,180 @@
+//! Request and response types of the conversation routes.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::llm::ChatMessage;
+
+/// Who wrote a chat message, as clients send it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Sender {
+    User,
+    Ai,
+}
+
+/// A chat message as the client holds it (`ChatMessage` of the design).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct IncomingMessage {
+    /// The client's id for the message; unique within its session.
+    pub id: String,
+    pub text: String,
+    pub sender: Sender,
+    /// RFC 3339 time the message was written, e.g. `2026-11-21T22:00:00.000Z`.
+    pub timestamp: DateTime<Utc>,
+}
+
+/// `POST /api/chat/session/archive_messages`: a batch of the visible conversation.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct ArchiveRequest {
+    /// The chat session (client-generated, e.g. a UUID).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The messages; re-sending messages already stored is expected and harmless.
+    #[serde(default)]
+    pub messages_batch: Option<Vec<IncomingMessage>>,
+    /// The agent the session talks to; default `assistant`. Used when the session is created.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+}
+
+/// The beacon body: the archive batch plus the token `sendBeacon` cannot put in a header.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct BeaconRequest {
+    /// A bearer token (JWT), verified exactly like the `Authorization` header.
+    pub access_token: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub messages_batch: Option<Vec<IncomingMessage>>,
+    #[serde(default)]
+    pub agent_id: Option<String>,
+}
+
+/// What an archive batch did.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ArchiveResponse {
+    pub session_id: String,
+    /// Id of the `recent_conversation_history` row recording this batch.
+    pub batch_id: uuid::Uuid,
+    /// Messages stored by this batch.
+    pub new: i64,
+    /// Messages of the batch that were already stored (or repeated inside the batch).
+    pub duplicates: i64,
+}
+
+/// A stored message.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StoredMessage {
+    pub id: String,
+    /// `user`, `ai`, or `tool` (a tool result written by `/api/chat`).
+    pub sender: String,
+    pub text: String,
+    pub timestamp: DateTime<Utc>,
+    pub archived_at: DateTime<Utc>,
+    /// On `ai` messages written by `/api/chat`: the tool calls the model made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub tool_calls: Option<Value>,
+    /// On `tool` messages: the call this result answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// A chat session.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Session {
+    pub session_id: String,
+    pub agent_id: String,
+    pub created_at: DateTime<Utc>,
+    pub last_activity_at: DateTime<Utc>,
+    pub summary: Option<String>,
+}
+
+/// A page of sessions, most recently active first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionPage {
+    pub items: Vec<Session>,
+    /// Pass as `cursor` for the next page; null at the end.
+    pub next_cursor: Option<String>,
+}
+
+/// A page of messages.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessagePage {
+    pub items: Vec<StoredMessage>,
+    /// Pass as `cursor` for the next page; null at the end.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SessionQuery {
+    /// Only sessions with this agent.
+    pub agent_id: Option<String>,
+    /// Page size, 1..=200 (default 50).
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// Message order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    #[default]
+    Asc,
+    Desc,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct MessageQuery {
+    /// `asc` (oldest first, default) or `desc`.
+    pub order: Option<Order>,
+    /// Page size, 1..=500 (default 100).
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page (same `order`).
+    pub cursor: Option<String>,
+}
+
+/// `POST /api/chat/context` and `POST /api/chat`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct ChatRequest {
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The messages of this turn (normally the user's new message); stored in the session.
+    #[serde(default)]
+    pub new_messages: Option<Vec<IncomingMessage>>,
+    /// The agent whose long-term notes and session this is; default `assistant`.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+}
+
+/// The compiled working memory of a turn.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ContextResponse {
+    pub session_id: String,
+    pub agent_id: String,
+    /// OpenAI-style messages: system prompt, long-term notes, short-term window, new messages.
+    pub messages: Vec<ChatMessage>,
+    /// How many messages of the short-term window are included.
+    pub window_messages: usize,
+    /// New messages stored by this call.
+    pub new: i64,
+    /// New messages that were already stored.
+    pub duplicates: i64,
+}
+
+/// The model's answer to a turn, as stored in the session.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChatResponse {
+    pub session_id: String,
+    pub agent_id: String,
+    /// The assistant's reply (stored with sender `ai`).
+    pub reply: StoredMessage,
+    /// Tool calls and their results during this turn, in order (also stored).
+    pub tool_messages: Vec<StoredMessage>,
+}

@@ -1,0 +1,340 @@
+//! SQL of the conversation domain. Every function runs inside the caller's [`crate::db::Scoped`]
+//! transaction, so row-level security limits it to the caller's tenant and user.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::batch::{Batch, NewMessage};
+use super::model::{Order, Session, StoredMessage};
+
+/// The archive of one batch, in one statement: the session is created on first sight (or its
+/// activity time and version bumped), the messages go in with one multi-row
+/// `INSERT ... ON CONFLICT DO NOTHING`, and the batch is recorded in `recent_conversation_history`.
+pub const ARCHIVE_SQL: &str = "\
+WITH session AS (
+    INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name)
+    VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2)
+    ON CONFLICT (tenant_id, user_id, session_id)
+    DO UPDATE SET last_activity_at = now(), version = s.version + 1
+    RETURNING s.version
+), inserted AS (
+    INSERT INTO conversation_messages
+        (tenant_id, user_id, session_id, message_id, sender, text, sent_at, tool_calls, tool_call_id)
+    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1,
+           m.id, m.sender, m.text, m.sent_at, m.tool_calls, m.tool_call_id
+    FROM unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[], $8::text[])
+         WITH ORDINALITY AS m(id, sender, text, sent_at, tool_calls, tool_call_id, ord)
+    ORDER BY m.ord
+    ON CONFLICT DO NOTHING
+    RETURNING message_id, seq, archived_at
+), batch AS (
+    INSERT INTO recent_conversation_history
+        (tenant_id, user_id, id, session_id, start_timestamp, end_timestamp,
+         message_count, new_count, duplicate_count)
+    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $9, $1, $10, $11,
+           $12, n.count, $12 - n.count
+    FROM (SELECT count(*)::int AS count FROM inserted) n
+)
+SELECT (SELECT version FROM session) AS version,
+       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM inserted), '{}') AS new_ids,
+       (SELECT max(archived_at) FROM inserted) AS archived_at";
+
+/// What an archive did.
+#[derive(Debug, Clone)]
+pub struct Archived {
+    pub batch_id: Uuid,
+    /// The session's version after this archive.
+    pub version: i64,
+    /// Ids of the messages this batch stored, in batch order.
+    pub new_ids: Vec<String>,
+    pub archived_at: DateTime<Utc>,
+    pub duplicates: i64,
+}
+
+/// Archives `batch` into `session_id` (see [`ARCHIVE_SQL`]).
+pub async fn archive(
+    conn: &mut PgConnection,
+    session_id: &str,
+    agent: &str,
+    batch: &Batch,
+) -> Result<Archived, sqlx::Error> {
+    let messages = &batch.messages;
+    let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+    let senders: Vec<&str> = messages.iter().map(|m| m.sender).collect();
+    let texts: Vec<&str> = messages.iter().map(|m| m.text.as_str()).collect();
+    let times: Vec<DateTime<Utc>> = messages.iter().map(|m| m.sent_at).collect();
+    let calls: Vec<Option<Value>> = messages.iter().map(|m| m.tool_calls.clone()).collect();
+    let call_ids: Vec<Option<&str>> = messages.iter().map(|m| m.tool_call_id.as_deref()).collect();
+    let span = batch.span();
+    let received = i32::try_from(batch.received()).unwrap_or(i32::MAX);
+    let batch_id = Uuid::now_v7();
+    let (version, new_ids, archived_at): (i64, Vec<String>, Option<DateTime<Utc>>) =
+        sqlx::query_as(ARCHIVE_SQL)
+            .bind(session_id)
+            .bind(agent)
+            .bind(&ids)
+            .bind(&senders)
+            .bind(&texts)
+            .bind(&times)
+            .bind(&calls)
+            .bind(&call_ids)
+            .bind(batch_id)
+            .bind(span.map(|s| s.0))
+            .bind(span.map(|s| s.1))
+            .bind(received)
+            .fetch_one(conn)
+            .await?;
+    let duplicates = i64::from(received) - i64::try_from(new_ids.len()).unwrap_or(0);
+    Ok(Archived {
+        batch_id,
+        version,
+        new_ids,
+        archived_at: archived_at.unwrap_or_else(Utc::now),
+        duplicates,
+    })
+}
+
+/// A message of the short-term window, as cached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowMessage {
+    pub id: String,
+    pub sender: String,
+    pub text: String,
+    pub sent_at: DateTime<Utc>,
+    pub archived_at: DateTime<Utc>,
+    pub tool_calls: Option<Value>,
+    pub tool_call_id: Option<String>,
+}
+
+impl WindowMessage {
+    pub fn from_new(message: &NewMessage, archived_at: DateTime<Utc>) -> Self {
+        WindowMessage {
+            id: message.id.clone(),
+            sender: message.sender.into(),
+            text: message.text.clone(),
+            sent_at: message.sent_at,
+            archived_at,
+            tool_calls: message.tool_calls.clone(),
+            tool_call_id: message.tool_call_id.clone(),
+        }
+    }
+}
+
+/// The short-term window read: the session's version, and (only when it differs from `cached`)
+/// its last `limit` unexpired messages, newest first. One round trip.
+pub const WINDOW_SQL: &str = "\
+SELECT s.version, m.message_id, m.sender, m.text, m.sent_at, m.archived_at, m.tool_calls,
+       m.tool_call_id
+FROM agent_sessions s
+LEFT JOIN LATERAL (
+    SELECT c.message_id, c.sender, c.text, c.sent_at, c.seq, c.archived_at, c.tool_calls,
+           c.tool_call_id
+    FROM conversation_messages c
+    WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id AND c.session_id = s.session_id
+      AND ($3::int IS NULL OR c.archived_at >= now() - make_interval(days => $3::int))
+    ORDER BY c.sent_at DESC, c.seq DESC
+    LIMIT $2
+) m ON s.version IS DISTINCT FROM $4::bigint
+WHERE s.session_id = $1
+ORDER BY m.sent_at, m.seq";
+
+type WindowRow = (
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
+    Option<Value>,
+    Option<String>,
+);
+
+/// What [`window`] found.
+#[derive(Debug, Clone)]
+pub enum WindowRead {
+    /// No such session (yet).
+    NoSession,
+    /// The session still has the cached version: the cached window is current.
+    Unchanged,
+    /// The current window, oldest first, and the version it belongs to.
+    Fresh(i64, Vec<WindowMessage>),
+}
+
+pub async fn window(
+    conn: &mut PgConnection,
+    session_id: &str,
+    limit: i64,
+    retention_days: Option<i32>,
+    cached_version: Option<i64>,
+) -> Result<WindowRead, sqlx::Error> {
+    let rows: Vec<WindowRow> = sqlx::query_as(WINDOW_SQL)
+        .bind(session_id)
+        .bind(limit)
+        .bind(retention_days)
+        .bind(cached_version)
+        .fetch_all(conn)
+        .await?;
+    let Some(first) = rows.first() else {
+        return Ok(WindowRead::NoSession);
+    };
+    let version = first.0;
+    if Some(version) == cached_version {
+        return Ok(WindowRead::Unchanged);
+    }
+    let messages = rows
+        .into_iter()
+        .filter_map(|r| {
+            Some(WindowMessage {
+                id: r.1?,
+                sender: r.2?,
+                text: r.3?,
+                sent_at: r.4?,
+                archived_at: r.5?,
+                tool_calls: r.6,
+                tool_call_id: r.7,
+            })
+        })
+        .collect();
+    Ok(WindowRead::Fresh(version, messages))
+}
+
+fn retention_clause(column: &str) -> String {
+    format!("($1::int IS NULL OR {column} >= now() - make_interval(days => $1::int))")
+}
+
+type SessionRow = (String, String, DateTime<Utc>, DateTime<Utc>, Option<String>);
+
+/// Sessions, most recently active first; keyset cursor `(last_activity_at, session_id)`.
+pub async fn sessions(
+    conn: &mut PgConnection,
+    retention_days: Option<i32>,
+    agent: Option<&str>,
+    after: Option<(DateTime<Utc>, String)>,
+    limit: i64,
+) -> Result<Vec<Session>, sqlx::Error> {
+    let sql = format!(
+        "SELECT session_id, agent_name, created_at, last_activity_at, summary
+         FROM agent_sessions
+         WHERE {}
+           AND ($2::text IS NULL OR agent_name = $2)
+           AND ($3::timestamptz IS NULL OR (last_activity_at, session_id) < ($3, $4))
+         ORDER BY last_activity_at DESC, session_id DESC
+         LIMIT $5",
+        retention_clause("last_activity_at")
+    );
+    let (at, id) = after.unzip();
+    let rows: Vec<SessionRow> = sqlx::query_as(&sql)
+        .bind(retention_days)
+        .bind(agent)
+        .bind(at)
+        .bind(id)
+        .bind(limit)
+        .fetch_all(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(session_id, agent_id, created_at, last_activity_at, summary)| Session {
+                session_id,
+                agent_id,
+                created_at,
+                last_activity_at,
+                summary,
+            },
+        )
+        .collect())
+}
+
+/// True when the caller has this session and it has not expired.
+pub async fn session_exists(
+    conn: &mut PgConnection,
+    retention_days: Option<i32>,
+    session_id: &str,
+) -> Result<bool, sqlx::Error> {
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM agent_sessions WHERE session_id = $2 AND {})",
+        retention_clause("last_activity_at")
+    );
+    sqlx::query_scalar(&sql)
+        .bind(retention_days)
+        .bind(session_id)
+        .fetch_one(conn)
+        .await
+}
+
+type MessageRow = (
+    String,
+    String,
+    String,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    Option<Value>,
+    Option<String>,
+    i64,
+);
+
+/// A session's unexpired messages in `order`; keyset cursor `(sent_at, seq)`. Returns the rows with
+/// their `seq` (for the next cursor).
+pub async fn messages(
+    conn: &mut PgConnection,
+    retention_days: Option<i32>,
+    session_id: &str,
+    order: Order,
+    after: Option<(DateTime<Utc>, i64)>,
+    limit: i64,
+) -> Result<Vec<(StoredMessage, i64)>, sqlx::Error> {
+    let (cmp, dir) = match order {
+        Order::Asc => (">", "ASC"),
+        Order::Desc => ("<", "DESC"),
+    };
+    let sql = format!(
+        "SELECT message_id, sender, text, sent_at, archived_at, tool_calls, tool_call_id, seq
+         FROM conversation_messages
+         WHERE {}
+           AND session_id = $2
+           AND ($3::timestamptz IS NULL OR (sent_at, seq) {cmp} ($3, $4))
+         ORDER BY sent_at {dir}, seq {dir}
+         LIMIT $5",
+        retention_clause("archived_at")
+    );
+    let (at, seq) = after.unzip();
+    let rows: Vec<MessageRow> = sqlx::query_as(&sql)
+        .bind(retention_days)
+        .bind(session_id)
+        .bind(at)
+        .bind(seq)
+        .bind(limit)
+        .fetch_all(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            (
+                StoredMessage {
+                    id: r.0,
+                    sender: r.1,
+                    text: r.2,
+                    timestamp: r.3,
+                    archived_at: r.4,
+                    tool_calls: r.5,
+                    tool_call_id: r.6,
+                },
+                r.7,
+            )
+        })
+        .collect())
+}
+
+/// Deletes a session; its messages and batch records go with it (ON DELETE CASCADE).
+pub async fn delete_session(
+    conn: &mut PgConnection,
+    session_id: &str,
+) -> Result<bool, sqlx::Error> {
+    let result = sqlx::query("DELETE FROM agent_sessions WHERE session_id = $1")
+        .bind(session_id)
+        .execute(conn)
+        .await?;
+    Ok(result.rows_affected() > 0)
+}
