@@ -8,6 +8,8 @@
 //! - `plan.json`, `plan_v2.json`, ...: each plan version as it was sent.
 //! - `execution.log.jsonl`: 000's execution-log events, one per line.
 //! - `messages.jsonl`: the task's messages (001), one per line.
+//! - `actions.jsonl`: actions under plan items (001) with their logs, when there are any.
+//! - `waits.jsonl`: smart-wait jobs (001), when there are any.
 //! - `final_answer.md`: when there is one.
 //! - `context_history/NN_<label>.txt`: each snapshot's text; `context_history/index.json` keeps
 //!   its label, flag and time.
@@ -32,6 +34,8 @@ pub const SCHEMA_VERSION: &str = "1.0";
 pub const METADATA: &str = "metadata.json";
 pub const EXECUTION_LOG: &str = "execution.log.jsonl";
 pub const MESSAGES: &str = "messages.jsonl";
+pub const ACTIONS: &str = "actions.jsonl";
+pub const WAITS: &str = "waits.jsonl";
 pub const FINAL_ANSWER: &str = "final_answer.md";
 pub const TEAM: &str = "team.json";
 pub const HISTORY: &str = "history.jsonl";
@@ -50,6 +54,10 @@ pub struct Bundle {
     pub events: Vec<Value>,
     /// The task's messages, in order (objects).
     pub messages: Vec<Value>,
+    /// Actions with their logs, in order (objects).
+    pub actions: Vec<Value>,
+    /// Wait jobs, in order (objects).
+    pub waits: Vec<Value>,
     pub final_answer: Option<String>,
     pub snapshots: Vec<Snapshot>,
     /// `team.json`.
@@ -106,6 +114,9 @@ pub struct MnemoFields {
     pub metadata: Value,
     #[serde(default)]
     pub running_summary: Option<String>,
+    /// How many messages the running summary covers.
+    #[serde(default)]
+    pub summary_message_count: i32,
     /// The active plan version (0: none).
     #[serde(default)]
     pub active_plan_version: i32,

@@ -45,6 +45,12 @@ pub fn render(bundle: &Bundle) -> Result<Files, serde_json::Error> {
     }
     files.insert(EXECUTION_LOG.into(), lines(&bundle.events)?);
     files.insert(MESSAGES.into(), lines(&bundle.messages)?);
+    if !bundle.actions.is_empty() {
+        files.insert(ACTIONS.into(), lines(&bundle.actions)?);
+    }
+    if !bundle.waits.is_empty() {
+        files.insert(WAITS.into(), lines(&bundle.waits)?);
+    }
     if let Some(answer) = &bundle.final_answer {
         files.insert(FINAL_ANSWER.into(), answer.clone().into_bytes());
     }
@@ -163,6 +169,7 @@ pub(crate) mod tests {
                     status: "completed".into(),
                     metadata: json!({"display": ":100"}),
                     running_summary: None,
+                    summary_message_count: 0,
                     active_plan_version: 2,
                     archived_at: None,
                     plan_versions: vec![json!({"version": 1}), json!({"version": 2})],
@@ -184,6 +191,10 @@ pub(crate) mod tests {
             messages: vec![
                 json!({"role": "agent", "content": "Step 1 done", "msg_type": "progress"}),
             ],
+            actions: vec![
+                json!({"plan_version": 1, "ordinal": 1, "action_type": "cli", "logs": []}),
+            ],
+            waits: vec![json!({"wait_id": "w1", "status": "watching"})],
             final_answer: Some("# Done\n".into()),
             snapshots: vec![
                 Snapshot {
@@ -242,6 +253,8 @@ pub(crate) mod tests {
             "plan_v2.json",
             "execution.log.jsonl",
             "messages.jsonl",
+            "actions.jsonl",
+            "waits.jsonl",
             "final_answer.md",
             "context_history/00_initial_context.txt",
             "context_history/01_after_summarization.txt",

@@ -126,7 +126,7 @@ pub fn unpack(archive: &[u8], limits: &Limits) -> ApiResult<(String, Files)> {
                     limits.max_member_bytes
                 ),
             )
-            .with("limit", limits.max_member_bytes));
+            .with("limit_bytes", limits.max_member_bytes));
         }
         total = total.saturating_add(size);
         if total > limits.max_total_bytes {
@@ -137,7 +137,7 @@ pub fn unpack(archive: &[u8], limits: &Limits) -> ApiResult<(String, Files)> {
                     limits.max_total_bytes
                 ),
             )
-            .with("limit", limits.max_total_bytes));
+            .with("limit_bytes", limits.max_total_bytes));
         }
         if parts[0] != ROOT {
             return Err(refuse(&member, format!("is outside {ROOT}/")));
@@ -304,6 +304,14 @@ pub fn parse(task_dir: &str, files: &Files) -> ApiResult<Bundle> {
         Some(bytes) => objects(task_dir, MESSAGES, bytes)?,
         None => Vec::new(),
     };
+    let actions = match get(ACTIONS) {
+        Some(bytes) => objects(task_dir, ACTIONS, bytes)?,
+        None => Vec::new(),
+    };
+    let waits = match get(WAITS) {
+        Some(bytes) => objects(task_dir, WAITS, bytes)?,
+        None => Vec::new(),
+    };
     let final_answer = match get(FINAL_ANSWER) {
         Some(bytes) => Some(text(task_dir, FINAL_ANSWER, bytes)?),
         None => None,
@@ -323,6 +331,8 @@ pub fn parse(task_dir: &str, files: &Files) -> ApiResult<Bundle> {
         plans,
         events,
         messages,
+        actions,
+        waits,
         final_answer,
         snapshots,
         team,

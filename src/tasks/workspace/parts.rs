@@ -244,6 +244,29 @@ pub fn output_text(output: &Value) -> String {
     }
 }
 
+/// Splits text into chunks of at most `max_chars` characters: (character offset, chunk). Search
+/// indexes chunks, so a long tool output is searchable whole.
+pub fn chunks(text: &str, max_chars: usize) -> Vec<(usize, &str)> {
+    let max_chars = max_chars.max(1);
+    let mut out = Vec::new();
+    let mut start_byte = 0;
+    let mut start_char = 0;
+    let mut count = 0;
+    for (byte, _) in text.char_indices() {
+        if count == max_chars {
+            out.push((start_char, &text[start_byte..byte]));
+            start_byte = byte;
+            start_char += count;
+            count = 0;
+        }
+        count += 1;
+    }
+    if count > 0 || out.is_empty() {
+        out.push((start_char, &text[start_byte..]));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +393,18 @@ mod tests {
         assert!(check_step_id(&"a".repeat(MAX_NAME_CHARS + 1)).is_err());
         assert!(check_name("agent_name", "planner").is_ok());
         assert!(check_name("agent_name", "a\nb").is_err());
+    }
+
+    #[test]
+    fn chunks_split_on_characters() {
+        assert_eq!(chunks("", 3), vec![(0, "")]);
+        assert_eq!(chunks("abc", 3), vec![(0, "abc")]);
+        assert_eq!(chunks("abcdefg", 3), vec![(0, "abc"), (3, "def"), (6, "g")]);
+        assert_eq!(chunks("ééé€", 2), vec![(0, "éé"), (2, "é€")]);
+        let long = "x".repeat(45_001);
+        let parts = chunks(&long, 20_000);
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts[2], (40_000, &long[40_000..]));
     }
 
     #[test]

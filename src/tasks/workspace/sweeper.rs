@@ -64,6 +64,18 @@ impl Thresholds {
     }
 }
 
+/// A threshold in words for messages: `24 h`, `90 min`, `45 s`.
+pub fn describe(d: Duration) -> String {
+    let secs = d.num_seconds();
+    if secs >= 3600 && secs % 3600 == 0 {
+        format!("{} h", secs / 3600)
+    } else if secs >= 60 && secs % 60 == 0 {
+        format!("{} min", secs / 60)
+    } else {
+        format!("{secs} s")
+    }
+}
+
 /// What the sweeper does with one task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -164,6 +176,14 @@ mod tests {
             };
             assert_eq!(decide(task, now, &default()), Decision::Keep, "{status}");
         }
+    }
+
+    #[test]
+    fn thresholds_read_well() {
+        assert_eq!(describe(Duration::hours(24)), "24 h");
+        assert_eq!(describe(Duration::minutes(90)), "90 min");
+        assert_eq!(describe(Duration::seconds(45)), "45 s");
+        assert_eq!(describe(Duration::seconds(3601)), "3601 s");
     }
 
     #[test]
