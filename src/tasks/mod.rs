@@ -12,6 +12,7 @@ pub mod plan;
 pub mod prompt;
 pub mod store;
 pub mod summary;
+pub mod workspace;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -62,6 +63,55 @@ pub struct TasksConfig {
         default_value_t = 5
     )]
     pub digest_recent: usize,
+    /// Largest artifact, in bytes (issue 7).
+    #[arg(
+        long = "tasks-artifact-max-bytes",
+        env = "MNEMO_TASKS_ARTIFACT_MAX_BYTES",
+        default_value_t = 64 * 1024 * 1024
+    )]
+    pub artifact_max_bytes: usize,
+    /// Largest import archive, in bytes, compressed and unpacked (issue 7).
+    #[arg(
+        long = "tasks-import-max-bytes",
+        env = "MNEMO_TASKS_IMPORT_MAX_BYTES",
+        default_value_t = 256 * 1024 * 1024
+    )]
+    pub import_max_bytes: usize,
+    /// Most members an import archive may have (issue 7).
+    #[arg(
+        long = "tasks-import-max-members",
+        env = "MNEMO_TASKS_IMPORT_MAX_MEMBERS",
+        default_value_t = 10_000
+    )]
+    pub import_max_members: usize,
+    /// Most parts one step may have (issue 7).
+    #[arg(
+        long = "tasks-step-max-parts",
+        env = "MNEMO_TASKS_STEP_MAX_PARTS",
+        default_value_t = 200
+    )]
+    pub step_max_parts: usize,
+    /// An active task with no update for this many seconds is paused (issue 7).
+    #[arg(
+        long = "tasks-pause-after-secs",
+        env = "MNEMO_TASKS_PAUSE_AFTER_SECS",
+        default_value_t = 24 * 3600
+    )]
+    pub pause_after_secs: u64,
+    /// A completed task this many seconds after completion is archived (issue 7).
+    #[arg(
+        long = "tasks-archive-after-secs",
+        env = "MNEMO_TASKS_ARCHIVE_AFTER_SECS",
+        default_value_t = 7 * 24 * 3600
+    )]
+    pub archive_after_secs: u64,
+    /// Seconds between lifecycle sweeps (0: no sweeper in this process) (issue 7).
+    #[arg(
+        long = "tasks-sweep-interval-secs",
+        env = "MNEMO_TASKS_SWEEP_INTERVAL_SECS",
+        default_value_t = 300
+    )]
+    pub sweep_interval_secs: u64,
 }
 
 impl Default for TasksConfig {
@@ -71,6 +121,13 @@ impl Default for TasksConfig {
             max_plan_steps: 500,
             summary_every: 5,
             digest_recent: 5,
+            artifact_max_bytes: 64 * 1024 * 1024,
+            import_max_bytes: 256 * 1024 * 1024,
+            import_max_members: 10_000,
+            step_max_parts: 200,
+            pause_after_secs: 24 * 3600,
+            archive_after_secs: 7 * 24 * 3600,
+            sweep_interval_secs: 300,
         }
     }
 }
@@ -85,7 +142,7 @@ impl TasksConfig {
         if self.max_plan_steps == 0 || self.max_plan_steps > 5000 {
             return Err("MNEMO_TASKS_MAX_PLAN_STEPS must be between 1 and 5000".into());
         }
-        Ok(())
+        workspace::check_config(self)
     }
 }
 
@@ -105,6 +162,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(post_events, list_events))
         .routes(routes!(post_message, list_messages))
         .routes(routes!(post_snapshot, list_snapshots))
+        .merge(workspace::router())
 }
 
 fn illegal(err: Illegal) -> ApiError {

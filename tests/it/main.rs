@@ -17,3 +17,4 @@ mod notes;
 mod openapi;
 mod platform;
 mod tasks;
+mod workspace;

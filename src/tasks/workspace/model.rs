@@ -1,0 +1,239 @@
+//! Request and response types of the task workspace API.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::parts::Part;
+use super::waits::WaitStatus;
+
+/// A step to append (002's TaskStep).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewStep {
+    /// Default: `step_<32 hex>`. Appending the same step again (same id and content) is a no-op.
+    #[serde(default)]
+    pub step_id: Option<String>,
+    pub agent_name: String,
+    pub parts: Vec<Part>,
+}
+
+/// A stored step.
+#[derive(Debug, Clone, Serialize, PartialEq, ToSchema)]
+pub struct Step {
+    /// Position in the task's history (1-based, gap-free).
+    pub seq: i32,
+    pub step_id: String,
+    pub agent_name: String,
+    pub parts: Vec<Part>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Paging of the steps: in order from the start, or the last `recent` steps.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct StepQuery {
+    /// Page size (1-500, default 50).
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+    /// The last N steps in order (002's "recent N steps"; 1-500). Excludes `cursor`.
+    pub recent: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StepPage {
+    pub items: Vec<Step>,
+    /// Null at the end (and always in `recent` mode).
+    pub next_cursor: Option<String>,
+}
+
+/// The configuration snapshot of a task (`team.json`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TaskConfigSnapshot {
+    pub task_id: Uuid,
+    #[schema(value_type = Object)]
+    pub config: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An artifact's description.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Artifact {
+    pub artifact_id: Uuid,
+    /// `mnemo://tasks/{task_id}/artifacts/{artifact_id}`
+    pub uri: String,
+    pub mime_type: String,
+    pub size: i64,
+    /// Hex SHA-256 of the bytes (also the ETag).
+    pub sha256: String,
+    pub name: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ArtifactPage {
+    pub items: Vec<Artifact>,
+    pub next_cursor: Option<String>,
+}
+
+/// Query of a raw artifact upload.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct UploadQuery {
+    /// A file name to keep with the artifact.
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// Page size (1-200, default 50).
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+/// A full-text search over task history.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    /// Web-search syntax: words, `"phrases"`, `or`, `-excluded`.
+    pub query: String,
+    /// Hits per page (1-100, default 20).
+    #[serde(default)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// Where a hit sits in the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HitSource {
+    Message,
+    Event,
+    StepText,
+    ToolResult,
+    Snapshot,
+}
+
+impl HitSource {
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "message" => HitSource::Message,
+            "event" => HitSource::Event,
+            "step_text" => HitSource::StepText,
+            "tool_result" => HitSource::ToolResult,
+            "snapshot" => HitSource::Snapshot,
+            _ => return None,
+        })
+    }
+}
+
+/// One search hit.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchHit {
+    pub task_id: Uuid,
+    pub source: HitSource,
+    /// The seq of the message, event, step or snapshot.
+    pub seq: i64,
+    /// For step hits: the step id, the part index, and the character offset of the matching
+    /// chunk within the part.
+    pub step_id: Option<String>,
+    pub part_index: Option<i32>,
+    pub char_offset: Option<i32>,
+    /// For tool results: the call answered.
+    pub tool_call_id: Option<String>,
+    /// For snapshots: the label.
+    pub label: Option<String>,
+    /// The matching text with hits in `«»`.
+    pub snippet: String,
+    pub rank: f32,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SearchPage {
+    /// Best first.
+    pub hits: Vec<SearchHit>,
+    pub next_cursor: Option<String>,
+}
+
+/// A smart-wait job to record (001).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewWait {
+    /// What is watched: `process`, `url`, `file`, `window`, ...
+    pub target_type: String,
+    pub target_id: String,
+    /// The condition that ends the wait, in words.
+    pub criteria: String,
+    #[serde(default)]
+    pub timeout_seconds: Option<i64>,
+    /// Seconds between checks.
+    #[serde(default)]
+    pub poll_interval: Option<f64>,
+}
+
+/// The end of a wait.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveWait {
+    /// resolved, timeout, cancelled or error.
+    pub status: WaitStatus,
+    #[serde(default)]
+    pub result_message: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Wait {
+    pub wait_id: Uuid,
+    pub task_id: Uuid,
+    pub target_type: String,
+    pub target_id: String,
+    pub criteria: String,
+    pub timeout_seconds: Option<i64>,
+    pub poll_interval: Option<f64>,
+    pub status: WaitStatus,
+    pub result_message: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub resolved_at: Option<DateTime<Utc>>,
+    /// On resolution: the seq of the message posted to the task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_seq: Option<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WaitPage {
+    pub items: Vec<Wait>,
+    pub next_cursor: Option<String>,
+}
+
+/// Query of an import.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ImportQuery {
+    /// Keep the archive's task id (`parentTaskId`, which must then be a UUID not in use) instead
+    /// of making a new one.
+    #[serde(default)]
+    pub keep_id: Option<bool>,
+}
+
+/// What an import created.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ImportResult {
+    pub task_id: Uuid,
+    /// The id the archive had.
+    pub source_task_id: String,
+    pub plan_versions: usize,
+    pub events: usize,
+    pub messages: usize,
+    pub snapshots: usize,
+    pub steps: usize,
+    pub artifacts: usize,
+}

@@ -1,0 +1,858 @@
+//! The SQL of the task workspace: steps, tool calls, searchable step text, artifacts, the
+//! configuration snapshot, waits, and search. Every function runs inside the caller's [`Scoped`]
+//! transaction (row-level security limits it to the caller); inserts write `tenant_id`/`user_id`
+//! from the transaction's settings.
+//!
+//! [`Scoped`]: crate::db::Scoped
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use sqlx::{FromRow, PgConnection};
+use uuid::Uuid;
+
+use super::model::*;
+use super::parts::{self, Part, StepRefs};
+use super::waits::WaitStatus;
+use crate::error::{ApiError, ApiResult};
+
+/// 404 for a task the caller does not have.
+pub fn task_not_found(id: Uuid) -> ApiError {
+    ApiError::not_found(format!("no task {id}"))
+}
+
+/// Characters per indexed chunk of step text.
+pub const CHUNK_CHARS: usize = 20_000;
+
+/// Locks the task row and moves its `lastUpdatedAt` (a paused task resumes: see migration 0006);
+/// 404 when the caller has no such task.
+pub async fn touch_task(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<()> {
+    sqlx::query_scalar::<_, Uuid>("UPDATE tasks SET updated_at = now() WHERE id = $1 RETURNING id")
+        .bind(task_id)
+        .fetch_optional(tx)
+        .await?
+        .map(|_| ())
+        .ok_or_else(|| task_not_found(task_id))
+}
+
+/// 404 unless the caller has the task.
+pub async fn require_task(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<()> {
+    sqlx::query_scalar::<_, i32>("SELECT 1 FROM tasks WHERE id = $1")
+        .bind(task_id)
+        .fetch_optional(tx)
+        .await?
+        .map(|_| ())
+        .ok_or_else(|| task_not_found(task_id))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps
+
+#[derive(FromRow)]
+struct StepRow {
+    seq: i32,
+    step_id: String,
+    agent_name: String,
+    parts: Value,
+    created_at: DateTime<Utc>,
+}
+
+impl StepRow {
+    fn into_step(self) -> ApiResult<Step> {
+        let parts: Vec<Part> = serde_json::from_value(self.parts)
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("stored step parts: {e}")))?;
+        Ok(Step {
+            seq: self.seq,
+            step_id: self.step_id,
+            agent_name: self.agent_name,
+            parts,
+            created_at: self.created_at,
+        })
+    }
+}
+
+const STEP_COLUMNS: &str = "seq, step_id, agent_name, parts, created_at";
+
+pub async fn step_by_id(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    step_id: &str,
+) -> ApiResult<Option<Step>> {
+    let row: Option<StepRow> = sqlx::query_as(&format!(
+        "SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 AND step_id = $2"
+    ))
+    .bind(task_id)
+    .bind(step_id)
+    .fetch_optional(tx)
+    .await?;
+    row.map(StepRow::into_step).transpose()
+}
+
+/// Which of `ids` are tool calls this task already made.
+pub async fn known_calls(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    ids: &[String],
+) -> Result<Vec<String>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_scalar(
+        "SELECT tool_call_id FROM task_tool_calls WHERE task_id = $1 AND tool_call_id = ANY($2)",
+    )
+    .bind(task_id)
+    .bind(ids)
+    .fetch_all(tx)
+    .await
+}
+
+/// The mime types of those of `ids` that are artifacts of this task.
+pub async fn artifact_types(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_as("SELECT id, mime_type FROM task_artifacts WHERE task_id = $1 AND id = ANY($2)")
+        .bind(task_id)
+        .bind(ids)
+        .fetch_all(tx)
+        .await
+}
+
+/// Confirms a checked step's references against the database and fills in artifact types:
+/// results must answer a call of this task, calls must be new, artifacts must exist.
+pub async fn confirm_refs(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    parts: &mut [Part],
+    refs: &StepRefs,
+) -> ApiResult<()> {
+    let earlier: Vec<String> = refs
+        .earlier_calls
+        .iter()
+        .map(|(_, id)| id.clone())
+        .collect();
+    let known = known_calls(tx, task_id, &earlier).await?;
+    if let Some((i, id)) = refs
+        .earlier_calls
+        .iter()
+        .find(|(_, id)| !known.contains(id))
+    {
+        return Err(parts::unknown_call(*i, id));
+    }
+    let calls: Vec<String> = refs.calls.iter().map(|(_, id)| id.clone()).collect();
+    let used = known_calls(tx, task_id, &calls).await?;
+    if let Some((i, id)) = refs.calls.iter().find(|(_, id)| used.contains(id)) {
+        return Err(parts::duplicate_call(*i, id));
+    }
+    let ids: Vec<Uuid> = refs.artifacts.iter().map(|(_, id)| *id).collect();
+    let found = artifact_types(tx, task_id, &ids).await?;
+    for (i, id) in &refs.artifacts {
+        let Some((_, mime)) = found.iter().find(|(a, _)| a == id) else {
+            return Err(parts::unknown_artifact(*i, *id));
+        };
+        if let Some(Part::Artifact { mime_type, .. }) = parts.get_mut(*i) {
+            if mime_type.is_empty() {
+                *mime_type = mime.clone();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A step ready to store.
+#[derive(Debug, Clone)]
+pub struct StepWrite {
+    pub step_id: String,
+    pub agent_name: String,
+    pub parts: Vec<Part>,
+    /// Default: now.
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// Appends steps after the task's last one, with their tool calls and searchable text: three
+/// statements whatever the count. The caller holds the task row lock ([`touch_task`]), which
+/// keeps `seq` gap-free under concurrent appends.
+pub async fn insert_steps(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    steps: &[StepWrite],
+) -> ApiResult<Vec<Step>> {
+    let base: i32 =
+        sqlx::query_scalar("SELECT coalesce(max(seq), 0) FROM task_steps WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_one(&mut *tx)
+            .await?;
+    let mut seqs = Vec::with_capacity(steps.len());
+    let mut ids = Vec::with_capacity(steps.len());
+    let mut agents = Vec::with_capacity(steps.len());
+    let mut bodies = Vec::with_capacity(steps.len());
+    let mut times = Vec::with_capacity(steps.len());
+    let (mut call_seq, mut call_index, mut call_id, mut call_tool) =
+        (vec![], vec![], vec![], vec![]);
+    let (
+        mut text_seq,
+        mut text_index,
+        mut text_chunk,
+        mut text_kind,
+        mut text_offset,
+        mut text_body,
+    ) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for (n, step) in steps.iter().enumerate() {
+        let seq = base + i32::try_from(n + 1).unwrap_or(i32::MAX);
+        seqs.push(seq);
+        ids.push(step.step_id.clone());
+        agents.push(step.agent_name.clone());
+        bodies.push(
+            serde_json::to_value(&step.parts)
+                .map_err(|e| ApiError::Internal(anyhow::anyhow!("step parts: {e}")))?,
+        );
+        times.push(step.created_at);
+        for (i, part) in step.parts.iter().enumerate() {
+            if let Part::ToolCall {
+                tool_call_id,
+                tool_name,
+                ..
+            } = part
+            {
+                call_seq.push(seq);
+                call_index.push(i32::try_from(i).unwrap_or(i32::MAX));
+                call_id.push(tool_call_id.clone());
+                call_tool.push(tool_name.clone());
+            }
+        }
+        for (i, kind, text) in parts::searchable(&step.parts) {
+            for (chunk, (offset, piece)) in
+                parts::chunks(&text, CHUNK_CHARS).into_iter().enumerate()
+            {
+                text_seq.push(seq);
+                text_index.push(i32::try_from(i).unwrap_or(i32::MAX));
+                text_chunk.push(i32::try_from(chunk).unwrap_or(i32::MAX));
+                text_kind.push(kind.as_str().to_string());
+                text_offset.push(i32::try_from(offset).unwrap_or(i32::MAX));
+                text_body.push(piece.to_string());
+            }
+        }
+    }
+    let rows: Vec<StepRow> = sqlx::query_as(&format!(
+        "INSERT INTO task_steps (tenant_id, user_id, task_id, seq, step_id, agent_name, parts, created_at)
+         SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, s, i, a, p, coalesce(t, now())
+         FROM unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[]) AS v(s, i, a, p, t)
+         RETURNING {STEP_COLUMNS}"
+    ))
+    .bind(task_id)
+    .bind(&seqs)
+    .bind(&ids)
+    .bind(&agents)
+    .bind(&bodies)
+    .bind(&times)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(|e| {
+        ApiError::from_db_constraint(e, |name| {
+            (name == "task_steps_step_id_key").then(|| {
+                ApiError::conflict("a step with this step_id already exists in the task")
+                    .with("field", "step_id")
+            })
+        })
+    })?;
+    if !call_id.is_empty() {
+        sqlx::query(
+            "INSERT INTO task_tool_calls (tenant_id, user_id, task_id, tool_call_id, seq, part_index, tool_name)
+             SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, c, s, i, n
+             FROM unnest($2::int[], $3::int[], $4::text[], $5::text[]) AS v(s, i, c, n)",
+        )
+        .bind(task_id)
+        .bind(&call_seq)
+        .bind(&call_index)
+        .bind(&call_id)
+        .bind(&call_tool)
+        .execute(&mut *tx)
+        .await?;
+    }
+    if !text_body.is_empty() {
+        sqlx::query(
+            "INSERT INTO task_step_texts (tenant_id, user_id, task_id, seq, part_index, chunk, kind, char_offset, content)
+             SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, s, i, c, k, o, b
+             FROM unnest($2::int[], $3::int[], $4::int[], $5::text[], $6::int[], $7::text[]) AS v(s, i, c, k, o, b)",
+        )
+        .bind(task_id)
+        .bind(&text_seq)
+        .bind(&text_index)
+        .bind(&text_chunk)
+        .bind(&text_kind)
+        .bind(&text_offset)
+        .bind(&text_body)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let mut out = rows
+        .into_iter()
+        .map(StepRow::into_step)
+        .collect::<ApiResult<Vec<_>>>()?;
+    out.sort_by_key(|s| s.seq);
+    Ok(out)
+}
+
+/// Steps after `after` in order; `limit + 1` are fetched to tell whether more follow.
+pub async fn steps_after(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    after: i32,
+    limit: i64,
+) -> ApiResult<(Vec<Step>, bool)> {
+    let rows: Vec<StepRow> = sqlx::query_as(&format!(
+        "SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+    ))
+    .bind(task_id)
+    .bind(after)
+    .bind(limit + 1)
+    .fetch_all(tx)
+    .await?;
+    let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
+    let steps = rows
+        .into_iter()
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        .map(StepRow::into_step)
+        .collect::<ApiResult<Vec<_>>>()?;
+    Ok((steps, more))
+}
+
+/// The last `n` steps, in order.
+pub async fn recent_steps(tx: &mut PgConnection, task_id: Uuid, n: i64) -> ApiResult<Vec<Step>> {
+    let rows: Vec<StepRow> = sqlx::query_as(&format!(
+        "SELECT {STEP_COLUMNS} FROM (
+             SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 ORDER BY seq DESC LIMIT $2
+         ) last ORDER BY seq"
+    ))
+    .bind(task_id)
+    .bind(n)
+    .fetch_all(tx)
+    .await?;
+    rows.into_iter().map(StepRow::into_step).collect()
+}
+
+/// Every step of a task, in order (export).
+pub async fn all_steps(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<Vec<Step>> {
+    let rows: Vec<StepRow> = sqlx::query_as(&format!(
+        "SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 ORDER BY seq"
+    ))
+    .bind(task_id)
+    .fetch_all(tx)
+    .await?;
+    rows.into_iter().map(StepRow::into_step).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration snapshot
+
+/// Stores the snapshot once. Returns it and whether this call created it; a different snapshot
+/// already stored is 409.
+pub async fn put_config(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    config: &Value,
+    created_at: Option<DateTime<Utc>>,
+) -> ApiResult<(TaskConfigSnapshot, bool)> {
+    let inserted: Option<(Value, DateTime<Utc>)> = sqlx::query_as(
+        "INSERT INTO task_configs (tenant_id, user_id, task_id, config, created_at)
+         VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, coalesce($3, now()))
+         ON CONFLICT DO NOTHING RETURNING config, created_at",
+    )
+    .bind(task_id)
+    .bind(config)
+    .bind(created_at)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some((config, created_at)) = inserted {
+        return Ok((
+            TaskConfigSnapshot {
+                task_id,
+                config,
+                created_at,
+            },
+            true,
+        ));
+    }
+    let existing = get_config(tx, task_id)
+        .await?
+        .ok_or_else(|| task_not_found(task_id))?;
+    if existing.config != *config {
+        return Err(ApiError::conflict(
+            "this task's configuration snapshot is already stored and cannot change",
+        )
+        .with("created_at", existing.created_at.to_rfc3339()));
+    }
+    Ok((existing, false))
+}
+
+pub async fn get_config(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+) -> Result<Option<TaskConfigSnapshot>, sqlx::Error> {
+    let row: Option<(Value, DateTime<Utc>)> =
+        sqlx::query_as("SELECT config, created_at FROM task_configs WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_optional(tx)
+            .await?;
+    Ok(row.map(|(config, created_at)| TaskConfigSnapshot {
+        task_id,
+        config,
+        created_at,
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Artifacts
+
+#[derive(FromRow)]
+struct ArtifactRow {
+    task_id: Uuid,
+    id: Uuid,
+    name: Option<String>,
+    mime_type: String,
+    size: i64,
+    sha256: String,
+    created_at: DateTime<Utc>,
+}
+
+impl From<ArtifactRow> for Artifact {
+    fn from(r: ArtifactRow) -> Self {
+        Artifact {
+            artifact_id: r.id,
+            uri: parts::artifact_uri(r.task_id, r.id),
+            mime_type: r.mime_type,
+            size: r.size,
+            sha256: r.sha256,
+            name: r.name,
+            created_at: r.created_at,
+        }
+    }
+}
+
+const ARTIFACT_COLUMNS: &str = "task_id, id, name, mime_type, size, sha256, created_at";
+
+/// An artifact to store.
+pub struct ArtifactWrite<'a> {
+    pub id: Uuid,
+    pub name: Option<&'a str>,
+    pub mime_type: &'a str,
+    pub sha256: &'a str,
+    pub content: &'a [u8],
+    /// Default: now.
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+pub async fn insert_artifact(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    a: &ArtifactWrite<'_>,
+) -> ApiResult<Artifact> {
+    let row: ArtifactRow = sqlx::query_as(&format!(
+        "INSERT INTO task_artifacts (tenant_id, user_id, task_id, id, name, mime_type, size, sha256, content, created_at)
+         VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4,
+                 octet_length($6), $5, $6, coalesce($7, now()))
+         RETURNING {ARTIFACT_COLUMNS}"
+    ))
+    .bind(task_id)
+    .bind(a.id)
+    .bind(a.name)
+    .bind(a.mime_type)
+    .bind(a.sha256)
+    .bind(a.content)
+    .bind(a.created_at)
+    .fetch_one(tx)
+    .await
+    .map_err(|e| {
+        ApiError::from_db_constraint(e, |name| {
+            (name == "task_artifacts_pkey")
+                .then(|| ApiError::conflict(format!("artifact {} already exists", a.id)))
+        })
+    })?;
+    Ok(row.into())
+}
+
+pub async fn artifact(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Artifact>, sqlx::Error> {
+    let row: Option<ArtifactRow> = sqlx::query_as(&format!(
+        "SELECT {ARTIFACT_COLUMNS} FROM task_artifacts WHERE task_id = $1 AND id = $2"
+    ))
+    .bind(task_id)
+    .bind(id)
+    .fetch_optional(tx)
+    .await?;
+    Ok(row.map(Into::into))
+}
+
+/// Bytes `start..start + len` of an artifact (only the TOAST chunks holding them are read).
+pub async fn artifact_bytes(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    id: Uuid,
+    start: i64,
+    len: i64,
+) -> Result<Vec<u8>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT substring(content FROM $3::int FOR $4::int) FROM task_artifacts WHERE task_id = $1 AND id = $2",
+    )
+    .bind(task_id)
+    .bind(id)
+    .bind(start + 1)
+    .bind(len)
+    .fetch_one(tx)
+    .await
+}
+
+pub async fn artifacts_after(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<(Vec<Artifact>, bool), sqlx::Error> {
+    let rows: Vec<ArtifactRow> = sqlx::query_as(&format!(
+        "SELECT {ARTIFACT_COLUMNS} FROM task_artifacts
+         WHERE task_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3"
+    ))
+    .bind(task_id)
+    .bind(after)
+    .bind(limit + 1)
+    .fetch_all(tx)
+    .await?;
+    let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
+    Ok((
+        rows.into_iter()
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .map(Into::into)
+            .collect(),
+        more,
+    ))
+}
+
+/// Every artifact of a task with its bytes, oldest first (export).
+pub async fn all_artifacts(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+) -> Result<Vec<(Artifact, Vec<u8>)>, sqlx::Error> {
+    #[derive(FromRow)]
+    struct Full {
+        #[sqlx(flatten)]
+        meta: ArtifactRow,
+        content: Vec<u8>,
+    }
+    let rows: Vec<Full> = sqlx::query_as(&format!(
+        "SELECT {ARTIFACT_COLUMNS}, content FROM task_artifacts WHERE task_id = $1 ORDER BY id"
+    ))
+    .bind(task_id)
+    .fetch_all(tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.meta.into(), r.content))
+        .collect())
+}
+
+/// The id of a step referring to the artifact, if any.
+pub async fn artifact_referrer(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    id: Uuid,
+) -> Result<Option<String>, sqlx::Error> {
+    let probe = serde_json::json!([{"type": "artifact", "artifact_id": id}]);
+    sqlx::query_scalar(
+        "SELECT step_id FROM task_steps WHERE task_id = $1 AND parts @> $2 ORDER BY seq LIMIT 1",
+    )
+    .bind(task_id)
+    .bind(probe)
+    .fetch_optional(tx)
+    .await
+}
+
+pub async fn delete_artifact(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM task_artifacts WHERE task_id = $1 AND id = $2")
+        .bind(task_id)
+        .bind(id)
+        .execute(tx)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waits
+
+#[derive(FromRow)]
+struct WaitRow {
+    id: Uuid,
+    task_id: Uuid,
+    target_type: String,
+    target_id: String,
+    criteria: String,
+    timeout_seconds: Option<i64>,
+    poll_interval: Option<f64>,
+    status: String,
+    result_message: Option<String>,
+    created_at: DateTime<Utc>,
+    resolved_at: Option<DateTime<Utc>>,
+}
+
+impl From<WaitRow> for Wait {
+    fn from(r: WaitRow) -> Self {
+        Wait {
+            wait_id: r.id,
+            task_id: r.task_id,
+            target_type: r.target_type,
+            target_id: r.target_id,
+            criteria: r.criteria,
+            timeout_seconds: r.timeout_seconds,
+            poll_interval: r.poll_interval,
+            status: WaitStatus::parse(&r.status).unwrap_or(WaitStatus::Error),
+            result_message: r.result_message,
+            created_at: r.created_at,
+            resolved_at: r.resolved_at,
+            message_seq: None,
+        }
+    }
+}
+
+const WAIT_COLUMNS: &str = "id, task_id, target_type, target_id, criteria, timeout_seconds, \
+    poll_interval, status, result_message, created_at, resolved_at";
+
+/// The task's metadata, its row locked until the transaction ends; 404 when there is no task.
+pub async fn lock_metadata(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<Map<String, Value>> {
+    let metadata: Value = sqlx::query_scalar("SELECT metadata FROM tasks WHERE id = $1 FOR UPDATE")
+        .bind(task_id)
+        .fetch_optional(tx)
+        .await?
+        .ok_or_else(|| task_not_found(task_id))?;
+    Ok(match metadata {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    })
+}
+
+/// Writes the task's metadata and moves `lastUpdatedAt`.
+pub async fn save_metadata(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    metadata: Map<String, Value>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE tasks SET metadata = $2, updated_at = now() WHERE id = $1")
+        .bind(task_id)
+        .bind(Value::Object(metadata))
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+pub async fn insert_wait(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    id: Uuid,
+    wait: &NewWait,
+) -> Result<Wait, sqlx::Error> {
+    let row: WaitRow = sqlx::query_as(&format!(
+        "INSERT INTO task_waits (tenant_id, user_id, task_id, id, target_type, target_id, criteria,
+                                 timeout_seconds, poll_interval)
+         VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4, $5, $6, $7)
+         RETURNING {WAIT_COLUMNS}"
+    ))
+    .bind(task_id)
+    .bind(id)
+    .bind(wait.target_type.trim())
+    .bind(wait.target_id.trim())
+    .bind(wait.criteria.trim())
+    .bind(wait.timeout_seconds)
+    .bind(wait.poll_interval)
+    .fetch_one(tx)
+    .await?;
+    Ok(row.into())
+}
+
+/// The wait.
+pub async fn wait(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Wait>, sqlx::Error> {
+    let row: Option<WaitRow> = sqlx::query_as(&format!(
+        "SELECT {WAIT_COLUMNS} FROM task_waits WHERE task_id = $1 AND id = $2"
+    ))
+    .bind(task_id)
+    .bind(id)
+    .fetch_optional(tx)
+    .await?;
+    Ok(row.map(Into::into))
+}
+
+/// The wait, locked until the transaction ends.
+pub async fn lock_wait(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Wait>, sqlx::Error> {
+    let row: Option<WaitRow> = sqlx::query_as(&format!(
+        "SELECT {WAIT_COLUMNS} FROM task_waits WHERE task_id = $1 AND id = $2 FOR UPDATE"
+    ))
+    .bind(task_id)
+    .bind(id)
+    .fetch_optional(tx)
+    .await?;
+    Ok(row.map(Into::into))
+}
+
+pub async fn end_wait(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    id: Uuid,
+    status: WaitStatus,
+    result_message: Option<&str>,
+) -> Result<Wait, sqlx::Error> {
+    let row: WaitRow = sqlx::query_as(&format!(
+        "UPDATE task_waits SET status = $3, result_message = $4, resolved_at = now()
+         WHERE task_id = $1 AND id = $2 RETURNING {WAIT_COLUMNS}"
+    ))
+    .bind(task_id)
+    .bind(id)
+    .bind(status.as_str())
+    .bind(result_message)
+    .fetch_one(tx)
+    .await?;
+    Ok(row.into())
+}
+
+pub async fn waits_after(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<(Vec<Wait>, bool), sqlx::Error> {
+    let rows: Vec<WaitRow> = sqlx::query_as(&format!(
+        "SELECT {WAIT_COLUMNS} FROM task_waits
+         WHERE task_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3"
+    ))
+    .bind(task_id)
+    .bind(after)
+    .bind(limit + 1)
+    .fetch_all(tx)
+    .await?;
+    let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
+    Ok((
+        rows.into_iter()
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .map(Into::into)
+            .collect(),
+        more,
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Search
+
+#[derive(FromRow)]
+struct HitRow {
+    task_id: Uuid,
+    source: String,
+    seq: i64,
+    step_id: Option<String>,
+    part_index: Option<i32>,
+    char_offset: Option<i32>,
+    tool_call_id: Option<String>,
+    label: Option<String>,
+    snippet: String,
+    rank: f32,
+    at: DateTime<Utc>,
+}
+
+/// Full-text search over messages, events, snapshots, step text and tool results, of one task
+/// (`task_id`) or all of the caller's. Ranked best first; `offset`/`limit` page through it, and
+/// `limit + 1` rows are fetched to tell whether more follow. Snippets are made for the returned
+/// page only.
+pub async fn search(
+    tx: &mut PgConnection,
+    task_id: Option<Uuid>,
+    query: &str,
+    offset: i64,
+    limit: i64,
+) -> Result<(Vec<SearchHit>, bool), sqlx::Error> {
+    let rows: Vec<HitRow> = sqlx::query_as(
+        "WITH q AS (SELECT websearch_to_tsquery('english', $1) AS q),
+         hits AS (
+             SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
+                    NULL::int AS part_index, NULL::int AS char_offset, NULL::text AS tool_call_id,
+                    NULL::text AS label, m.content AS doc,
+                    ts_rank(mnemo_task_doc(m.content), q.q) AS rank, m.created_at AS at
+             FROM task_messages m, q
+             WHERE mnemo_task_doc(m.content) @@ q.q AND ($2::uuid IS NULL OR m.task_id = $2)
+           UNION ALL
+             SELECT e.task_id, 'event', e.seq, NULL, NULL, NULL, NULL, NULL,
+                    mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info),
+                    ts_rank(mnemo_task_doc(mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info)), q.q),
+                    e.ts
+             FROM task_events e, q
+             WHERE mnemo_task_doc(mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info)) @@ q.q
+               AND ($2::uuid IS NULL OR e.task_id = $2)
+           UNION ALL
+             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content,
+                    ts_rank(mnemo_task_doc(s.label || ' ' || s.content), q.q), s.ts
+             FROM task_snapshots s, q
+             WHERE mnemo_task_doc(s.label || ' ' || s.content) @@ q.q
+               AND ($2::uuid IS NULL OR s.task_id = $2)
+           UNION ALL
+             SELECT t.task_id, t.kind, t.seq, st.step_id, t.part_index, t.char_offset,
+                    st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content,
+                    ts_rank(mnemo_task_doc(t.content), q.q), st.created_at
+             FROM task_step_texts t
+             JOIN task_steps st ON st.tenant_id = t.tenant_id AND st.user_id = t.user_id
+                               AND st.task_id = t.task_id AND st.seq = t.seq, q
+             WHERE mnemo_task_doc(t.content) @@ q.q AND ($2::uuid IS NULL OR t.task_id = $2)
+         ),
+         page AS (
+             SELECT * FROM hits
+             ORDER BY rank DESC, at DESC, task_id, source, seq, part_index, char_offset
+             OFFSET $3 LIMIT $4
+         )
+         SELECT page.task_id, page.source, page.seq, page.step_id, page.part_index,
+                page.char_offset, page.tool_call_id, page.label,
+                ts_headline('english', left(page.doc, 100000), q.q,
+                            'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2') AS snippet,
+                page.rank, page.at
+         FROM page, q
+         ORDER BY page.rank DESC, page.at DESC, page.task_id, page.source, page.seq,
+                  page.part_index, page.char_offset",
+    )
+    .bind(query)
+    .bind(task_id)
+    .bind(offset)
+    .bind(limit + 1)
+    .fetch_all(tx)
+    .await?;
+    let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
+    let hits = rows
+        .into_iter()
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        .filter_map(|r| {
+            Some(SearchHit {
+                task_id: r.task_id,
+                source: HitSource::parse(&r.source)?,
+                seq: r.seq,
+                step_id: r.step_id,
+                part_index: r.part_index,
+                char_offset: r.char_offset,
+                tool_call_id: r.tool_call_id,
+                label: r.label,
+                snippet: r.snippet,
+                rank: r.rank,
+                at: r.at,
+            })
+        })
+        .collect();
+    Ok((hits, more))
+}

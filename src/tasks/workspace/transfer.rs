@@ -1,0 +1,845 @@
+//! Export and import against the database: a task and everything under it as a [`Bundle`], and a
+//! bundle written back as a new task in one transaction (so a refused import writes nothing).
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sqlx::{FromRow, PgConnection};
+use uuid::Uuid;
+
+use super::bundle::*;
+use super::import::{refuse, retarget_steps, sha256_hex};
+use super::parts::{self, Part};
+use super::store::{self as ws, ArtifactWrite, StepWrite};
+use super::waits::WaitStatus;
+use crate::error::{ApiError, ApiResult};
+use crate::tasks::lifecycle::{Phase, Status};
+use crate::tasks::model::{ActionStatus, ActionType, EventStatus, MsgType, Role};
+use crate::tasks::{plan, store as tasks};
+
+/// One line of `execution.log.jsonl` (000's shape).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct EventLine {
+    timestamp: DateTime<Utc>,
+    #[serde(default)]
+    stage: Option<Value>,
+    #[serde(default)]
+    sub_task_id: Option<String>,
+    step_narrative: String,
+    #[serde(default)]
+    tool_name: Option<String>,
+    status: String,
+    #[serde(default)]
+    input_payload: Option<Value>,
+    #[serde(default, alias = "resultData")]
+    result_data: Option<Value>,
+    #[serde(default, alias = "errorInfo")]
+    error_info: Option<Value>,
+    #[serde(default)]
+    duration_ms: Option<i64>,
+}
+
+/// One line of `messages.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct MessageLine {
+    timestamp: DateTime<Utc>,
+    role: String,
+    msg_type: String,
+    content: String,
+}
+
+/// One line of `actions.jsonl`: an action under a plan item, with its logs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ActionLine {
+    plan_version: i32,
+    ordinal: i32,
+    action_type: String,
+    summary: String,
+    status: String,
+    #[serde(default)]
+    input_data: Option<Value>,
+    #[serde(default)]
+    output_data: Option<Value>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    #[serde(default)]
+    logs: Vec<ActionLogLine>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ActionLogLine {
+    log_type: String,
+    content: String,
+    created_at: DateTime<Utc>,
+}
+
+/// One line of `waits.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize, FromRow)]
+struct WaitLine {
+    wait_id: Uuid,
+    target_type: String,
+    target_id: String,
+    criteria: String,
+    #[serde(default)]
+    timeout_seconds: Option<i64>,
+    #[serde(default)]
+    poll_interval: Option<f64>,
+    status: String,
+    #[serde(default)]
+    result_message: Option<String>,
+    created_at: DateTime<Utc>,
+    #[serde(default)]
+    resolved_at: Option<DateTime<Utc>>,
+}
+
+/// The state of one plan item kept in `metadata.json` (`mnemo.planVersions[].items`).
+#[derive(Debug, Clone, Serialize, Deserialize, FromRow)]
+#[serde(rename_all = "camelCase")]
+struct ItemState {
+    #[serde(skip)]
+    version: i32,
+    ordinal: i32,
+    status: String,
+    started_at: Option<DateTime<Utc>>,
+    completed_at: Option<DateTime<Utc>>,
+    duration_seconds: Option<f64>,
+    rebased_from: Option<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PlanVersionState {
+    version: i32,
+    #[serde(default)]
+    reason: Option<String>,
+    created_at: DateTime<Utc>,
+    #[serde(default)]
+    items: Vec<ItemState>,
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::Internal(anyhow::anyhow!("export: {e}"))
+}
+
+/// Loads a task and everything under it; 404 when the caller has no such task.
+pub async fn load(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<Bundle> {
+    let row = tasks::get_task(&mut *tx, task_id).await?;
+    let archived_at: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT archived_at FROM tasks WHERE id = $1")
+            .bind(task_id)
+            .fetch_one(&mut *tx)
+            .await?;
+
+    let plan_rows: Vec<(i32, Value, Option<String>, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT version, plan, reason, created_at FROM task_plans WHERE task_id = $1 ORDER BY version",
+    )
+    .bind(task_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let items: Vec<ItemState> = sqlx::query_as(
+        "SELECT version, ordinal, status, started_at, completed_at, duration_seconds, rebased_from
+         FROM task_plan_items WHERE task_id = $1 ORDER BY version, ordinal",
+    )
+    .bind(task_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut plan_versions = Vec::with_capacity(plan_rows.len());
+    let mut plans = Vec::with_capacity(plan_rows.len());
+    for (version, plan, reason, created_at) in plan_rows {
+        let state = PlanVersionState {
+            version,
+            reason,
+            created_at,
+            items: items
+                .iter()
+                .filter(|i| i.version == version)
+                .cloned()
+                .collect(),
+        };
+        plan_versions.push(serde_json::to_value(state).map_err(internal)?);
+        plans.push(PlanFile { version, plan });
+    }
+
+    #[derive(FromRow)]
+    struct EventRow {
+        ts: DateTime<Utc>,
+        stage: Option<Value>,
+        sub_task_id: Option<String>,
+        step_narrative: String,
+        tool_name: Option<String>,
+        status: String,
+        input_payload: Option<Value>,
+        result_data: Option<Value>,
+        error_info: Option<Value>,
+        duration_ms: Option<i64>,
+    }
+    let event_rows: Vec<EventRow> = sqlx::query_as(
+        "SELECT ts, stage, sub_task_id, step_narrative, tool_name, status, input_payload,
+                result_data, error_info, duration_ms
+         FROM task_events WHERE task_id = $1 ORDER BY seq",
+    )
+    .bind(task_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let events = event_rows
+        .into_iter()
+        .map(|e| {
+            serde_json::to_value(EventLine {
+                timestamp: e.ts,
+                stage: e.stage,
+                sub_task_id: e.sub_task_id,
+                step_narrative: e.step_narrative,
+                tool_name: e.tool_name,
+                status: e.status,
+                input_payload: e.input_payload,
+                result_data: e.result_data,
+                error_info: e.error_info,
+                duration_ms: e.duration_ms,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(internal)?;
+
+    let message_rows: Vec<(DateTime<Utc>, String, String, String)> = sqlx::query_as(
+        "SELECT created_at, role, msg_type, content FROM task_messages WHERE task_id = $1 ORDER BY seq",
+    )
+    .bind(task_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let messages = message_rows
+        .into_iter()
+        .map(|(timestamp, role, msg_type, content)| {
+            serde_json::to_value(MessageLine {
+                timestamp,
+                role,
+                msg_type,
+                content,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(internal)?;
+
+    let snapshot_rows: Vec<(String, String, bool, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT label, content, is_summarized, ts FROM task_snapshots WHERE task_id = $1 ORDER BY seq",
+    )
+    .bind(task_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let snapshots = snapshot_rows
+        .into_iter()
+        .map(|(label, content, is_summarized, timestamp)| Snapshot {
+            label,
+            content,
+            is_summarized,
+            timestamp,
+        })
+        .collect();
+
+    #[derive(FromRow)]
+    struct ActionRow {
+        id: Uuid,
+        version: i32,
+        ordinal: i32,
+        action_type: String,
+        summary: String,
+        status: String,
+        input_data: Option<Value>,
+        output_data: Option<Value>,
+        created_at: DateTime<Utc>,
+        updated_at: DateTime<Utc>,
+    }
+    let action_rows: Vec<ActionRow> = sqlx::query_as(
+        "SELECT id, version, ordinal, action_type, summary, status, input_data, output_data,
+                created_at, updated_at
+         FROM task_actions WHERE task_id = $1 ORDER BY created_at, id",
+    )
+    .bind(task_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let log_rows: Vec<(Uuid, String, String, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT action_id, log_type, content, created_at FROM task_action_logs
+         WHERE task_id = $1 ORDER BY created_at, id",
+    )
+    .bind(task_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let actions = action_rows
+        .into_iter()
+        .map(|a| {
+            let logs = log_rows
+                .iter()
+                .filter(|(action, ..)| *action == a.id)
+                .map(|(_, log_type, content, created_at)| ActionLogLine {
+                    log_type: log_type.clone(),
+                    content: content.clone(),
+                    created_at: *created_at,
+                })
+                .collect();
+            serde_json::to_value(ActionLine {
+                plan_version: a.version,
+                ordinal: a.ordinal,
+                action_type: a.action_type,
+                summary: a.summary,
+                status: a.status,
+                input_data: a.input_data,
+                output_data: a.output_data,
+                created_at: a.created_at,
+                updated_at: a.updated_at,
+                logs,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(internal)?;
+    let wait_rows: Vec<WaitLine> = sqlx::query_as(
+        "SELECT id AS wait_id, target_type, target_id, criteria, timeout_seconds, poll_interval,
+                status, result_message, created_at, resolved_at
+         FROM task_waits WHERE task_id = $1 ORDER BY created_at, id",
+    )
+    .bind(task_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let waits = wait_rows
+        .into_iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(internal)?;
+
+    let team = ws::get_config(&mut *tx, task_id).await?.map(|c| c.config);
+    let steps = ws::all_steps(&mut *tx, task_id)
+        .await?
+        .into_iter()
+        .map(|s| StepRecord {
+            step_id: s.step_id,
+            agent_name: s.agent_name,
+            parts: s.parts,
+            created_at: s.created_at,
+        })
+        .collect();
+    let artifacts = ws::all_artifacts(&mut *tx, task_id)
+        .await?
+        .into_iter()
+        .map(|(a, bytes)| ArtifactFile {
+            entry: ArtifactIndexEntry {
+                artifact_id: a.artifact_id,
+                file: artifact_file_name(a.artifact_id, &a.mime_type),
+                name: a.name,
+                mime_type: a.mime_type,
+                size: u64::try_from(a.size).unwrap_or(0),
+                sha256: a.sha256,
+                created_at: a.created_at,
+            },
+            bytes,
+        })
+        .collect();
+
+    Ok(Bundle {
+        metadata: Metadata {
+            parent_task_id: row.id.to_string(),
+            original_user_task: row.original_user_task.clone(),
+            task_status: row.phase.clone(),
+            final_answer_file: row.final_answer.as_ref().map(|_| FINAL_ANSWER.to_string()),
+            error_summary: row.error_summary.clone(),
+            timestamps: Timestamps {
+                created_at: row.created_at,
+                plan_generated_at: row.plan_generated_at,
+                execution_started_at: row.execution_started_at,
+                synthesis_started_at: row.synthesis_started_at,
+                completed_at: row.completed_at,
+                last_updated_at: row.updated_at,
+            },
+            version: SCHEMA_VERSION.to_string(),
+            mnemo: Some(MnemoFields {
+                name: row.name.clone(),
+                status: row.status.clone(),
+                metadata: row.metadata.clone(),
+                running_summary: row.running_summary.clone(),
+                summary_message_count: row.summary_message_count,
+                active_plan_version: row.plan_version,
+                archived_at,
+                plan_versions,
+            }),
+        },
+        plans,
+        events,
+        messages,
+        actions,
+        waits,
+        final_answer: row.final_answer,
+        snapshots,
+        team,
+        steps,
+        artifacts,
+    })
+}
+
+/// Caps an import is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportCaps {
+    pub max_plan_steps: usize,
+    pub max_parts: usize,
+}
+
+fn detail_of(err: ApiError) -> String {
+    match err {
+        ApiError::Problem(p) => match p.extensions.get("field").and_then(Value::as_str) {
+            Some(field) if !field.is_empty() => format!("{field}: {}", p.detail),
+            _ => p.detail,
+        },
+        ApiError::Internal(e) => e.to_string(),
+    }
+}
+
+/// Validates a bundle and writes it as task `new_id` of the caller. Everything is checked before
+/// the first write; the caller's transaction makes it all-or-nothing anyway.
+pub async fn store(
+    tx: &mut PgConnection,
+    task_dir: &str,
+    mut bundle: Bundle,
+    new_id: Uuid,
+    caps: ImportCaps,
+) -> ApiResult<()> {
+    let member = |file: &str| format!("{ROOT}/{task_dir}/{file}");
+    let meta = &bundle.metadata;
+    let phase = Phase::parse(&meta.task_status).ok_or_else(|| {
+        refuse(
+            &member(METADATA),
+            format!("taskStatus {:?} is not a known status", meta.task_status),
+        )
+    })?;
+    let mnemo = meta.mnemo.clone();
+    let status = match &mnemo {
+        Some(m) => Status::parse(&m.status).ok_or_else(|| {
+            refuse(
+                &member(METADATA),
+                format!("mnemo.status {:?} is not a known status", m.status),
+            )
+        })?,
+        None => phase.status(),
+    };
+    let name = mnemo
+        .as_ref()
+        .map(|m| m.name.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            meta.original_user_task
+                .as_deref()
+                .map(|t| t.chars().take(200).collect::<String>())
+                .filter(|t| !t.trim().is_empty())
+        })
+        .unwrap_or_else(|| format!("Imported task {}", meta.parent_task_id));
+
+    // Plans: each must parse; item state comes from mnemo.planVersions when present.
+    let mut parsed_plans = Vec::with_capacity(bundle.plans.len());
+    for p in &bundle.plans {
+        let steps = plan::parse(&p.plan, "plan", caps.max_plan_steps).map_err(|e| {
+            refuse(
+                &member(&plan_file_name(p.version)),
+                format!("{}: {}", e.path, e.detail),
+            )
+        })?;
+        parsed_plans.push(steps);
+    }
+    let mut states: Vec<PlanVersionState> = Vec::new();
+    if let Some(m) = &mnemo {
+        for v in &m.plan_versions {
+            let state: PlanVersionState = serde_json::from_value(v.clone())
+                .map_err(|e| refuse(&member(METADATA), format!("mnemo.planVersions: {e}")))?;
+            if state.items.iter().any(|i| {
+                !matches!(
+                    i.status.as_str(),
+                    "pending" | "active" | "completed" | "failed" | "skipped"
+                )
+            }) {
+                return Err(refuse(
+                    &member(METADATA),
+                    format!(
+                        "mnemo.planVersions: version {} has an unknown item status",
+                        state.version
+                    ),
+                ));
+            }
+            states.push(state);
+        }
+    }
+    let plan_version = mnemo
+        .as_ref()
+        .map_or(i32::try_from(bundle.plans.len()).unwrap_or(0), |m| {
+            m.active_plan_version
+        });
+    if plan_version < 0 || usize::try_from(plan_version).unwrap_or(0) > bundle.plans.len() {
+        return Err(refuse(
+            &member(METADATA),
+            format!("mnemo.activePlanVersion {plan_version} names no plan file"),
+        ));
+    }
+
+    // Events and messages: 000's shapes, statuses and roles as the task API knows them.
+    let mut events = Vec::with_capacity(bundle.events.len());
+    for (n, v) in bundle.events.iter().enumerate() {
+        let line: EventLine = serde_json::from_value(v.clone()).map_err(|e| {
+            refuse(&member(EXECUTION_LOG), format!("line {}: {e}", n + 1)).with("line", n + 1)
+        })?;
+        if EventStatus::parse(&line.status).is_none() {
+            return Err(refuse(
+                &member(EXECUTION_LOG),
+                format!("line {}: unknown status {:?}", n + 1, line.status),
+            )
+            .with("line", n + 1));
+        }
+        events.push(serde_json::to_value(line).map_err(internal)?);
+    }
+    let mut messages = Vec::with_capacity(bundle.messages.len());
+    for (n, v) in bundle.messages.iter().enumerate() {
+        let line: MessageLine = serde_json::from_value(v.clone()).map_err(|e| {
+            refuse(&member(MESSAGES), format!("line {}: {e}", n + 1)).with("line", n + 1)
+        })?;
+        if Role::parse(&line.role).is_none() || MsgType::parse(&line.msg_type).is_none() {
+            return Err(refuse(
+                &member(MESSAGES),
+                format!("line {}: unknown role or msg_type", n + 1),
+            )
+            .with("line", n + 1));
+        }
+        messages.push(serde_json::to_value(line).map_err(internal)?);
+    }
+
+    // Actions hang under plan items of the archive; waits keep their ids (the metadata names them).
+    let mut actions = Vec::with_capacity(bundle.actions.len());
+    for (n, v) in bundle.actions.iter().enumerate() {
+        let at = |detail: String| {
+            refuse(&member(ACTIONS), format!("line {}: {detail}", n + 1)).with("line", n + 1)
+        };
+        let line: ActionLine = serde_json::from_value(v.clone()).map_err(|e| at(e.to_string()))?;
+        let items = usize::try_from(line.plan_version)
+            .ok()
+            .and_then(|v| v.checked_sub(1))
+            .and_then(|v| parsed_plans.get(v))
+            .map_or(0, Vec::len);
+        if line.ordinal < 1 || usize::try_from(line.ordinal).unwrap_or(usize::MAX) > items {
+            return Err(at(format!(
+                "plan v{} has no step {}",
+                line.plan_version, line.ordinal
+            )));
+        }
+        if ActionType::parse(&line.action_type).is_none()
+            || ActionStatus::parse(&line.status).is_none()
+        {
+            return Err(at("unknown action_type or status".into()));
+        }
+        actions.push(line);
+    }
+    let mut wait_lines = Vec::with_capacity(bundle.waits.len());
+    let mut wait_ids = HashSet::new();
+    for (n, v) in bundle.waits.iter().enumerate() {
+        let at = |detail: String| {
+            refuse(&member(WAITS), format!("line {}: {detail}", n + 1)).with("line", n + 1)
+        };
+        let line: WaitLine = serde_json::from_value(v.clone()).map_err(|e| at(e.to_string()))?;
+        if WaitStatus::parse(&line.status).is_none() {
+            return Err(at(format!("unknown status {:?}", line.status)));
+        }
+        if !wait_ids.insert(line.wait_id) {
+            return Err(at(format!("wait {} appears twice", line.wait_id)));
+        }
+        wait_lines.push(line);
+    }
+
+    // Steps: the same checks as an append, with calls and artifacts resolved within the archive.
+    retarget_steps(&mut bundle.steps, &meta.parent_task_id, new_id);
+    let artifact_ids: HashSet<Uuid> = bundle
+        .artifacts
+        .iter()
+        .map(|a| a.entry.artifact_id)
+        .collect();
+    let mut calls: HashSet<String> = HashSet::new();
+    let mut step_ids: HashSet<String> = HashSet::new();
+    let mut steps = Vec::with_capacity(bundle.steps.len());
+    for (n, step) in bundle.steps.iter_mut().enumerate() {
+        let at = |detail: String| {
+            refuse(&member(HISTORY), format!("line {}: {detail}", n + 1)).with("line", n + 1)
+        };
+        parts::check_step_id(&step.step_id).map_err(|e| at(detail_of(e)))?;
+        if !step_ids.insert(step.step_id.clone()) {
+            return Err(at(format!("step_id {:?} appears twice", step.step_id)));
+        }
+        parts::check_name("agent_name", &step.agent_name).map_err(|e| at(detail_of(e)))?;
+        let refs = parts::check_parts(new_id, &mut step.parts, caps.max_parts)
+            .map_err(|e| at(detail_of(e)))?;
+        if let Some((i, id)) = refs
+            .earlier_calls
+            .iter()
+            .find(|(_, id)| !calls.contains(id))
+        {
+            return Err(at(detail_of(parts::unknown_call(*i, id))));
+        }
+        for (i, id) in &refs.calls {
+            if !calls.insert(id.clone()) {
+                return Err(at(detail_of(parts::duplicate_call(*i, id))));
+            }
+        }
+        if let Some((i, id)) = refs
+            .artifacts
+            .iter()
+            .find(|(_, id)| !artifact_ids.contains(id))
+        {
+            return Err(at(detail_of(parts::unknown_artifact(*i, *id))));
+        }
+        steps.push(StepWrite {
+            step_id: step.step_id.clone(),
+            agent_name: step.agent_name.clone(),
+            parts: step.parts.clone(),
+            created_at: Some(step.created_at),
+        });
+    }
+    for a in &bundle.artifacts {
+        if sha256_hex(&a.bytes) != a.entry.sha256.to_ascii_lowercase() {
+            return Err(refuse(&member(&a.entry.file), "does not match its sha256"));
+        }
+    }
+
+    // Writes.
+    let ts = &meta.timestamps;
+    let metadata = mnemo
+        .as_ref()
+        .map(|m| m.metadata.clone())
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    sqlx::query(
+        "INSERT INTO tasks (tenant_id, user_id, id, name, original_user_task, status, phase, metadata,
+                            final_answer, error_summary, running_summary, summary_message_count,
+                            plan_version, event_count, message_count, snapshot_count, created_at,
+                            plan_generated_at, execution_started_at, synthesis_started_at,
+                            completed_at, updated_at, archived_at)
+         VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4, $5,
+                 $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
+    )
+    .bind(new_id)
+    .bind(&name)
+    .bind(&meta.original_user_task)
+    .bind(status.as_str())
+    .bind(phase.as_str())
+    .bind(&metadata)
+    .bind(&bundle.final_answer)
+    .bind(meta.error_summary.clone().filter(|v| !v.is_null()))
+    .bind(mnemo.as_ref().and_then(|m| m.running_summary.clone()))
+    .bind(mnemo.as_ref().map_or(0, |m| m.summary_message_count))
+    .bind(plan_version)
+    .bind(i64::try_from(events.len()).unwrap_or(i64::MAX))
+    .bind(i32::try_from(messages.len()).unwrap_or(i32::MAX))
+    .bind(i32::try_from(bundle.snapshots.len()).unwrap_or(i32::MAX))
+    .bind(ts.created_at)
+    .bind(ts.plan_generated_at)
+    .bind(ts.execution_started_at)
+    .bind(ts.synthesis_started_at)
+    .bind(ts.completed_at)
+    .bind(ts.last_updated_at)
+    .bind(mnemo.as_ref().and_then(|m| m.archived_at))
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| {
+        ApiError::from_db_constraint(e, |name| {
+            (name == "tasks_pkey").then(|| {
+                ApiError::conflict(format!("task {new_id} already exists")).with("field", "keep_id")
+            })
+        })
+    })?;
+
+    for (p, steps) in bundle.plans.iter().zip(&parsed_plans) {
+        let state = states.iter().find(|s| s.version == p.version);
+        tasks::insert_plan(
+            &mut *tx,
+            new_id,
+            p.version,
+            &p.plan,
+            state.and_then(|s| s.reason.as_deref()),
+            steps,
+            &[],
+        )
+        .await?;
+        if let Some(state) = state {
+            sqlx::query(
+                "UPDATE task_plans SET created_at = $3 WHERE task_id = $1 AND version = $2",
+            )
+            .bind(new_id)
+            .bind(p.version)
+            .bind(state.created_at)
+            .execute(&mut *tx)
+            .await?;
+            let items = serde_json::to_value(&state.items).map_err(internal)?;
+            sqlx::query(
+                "UPDATE task_plan_items i
+                 SET status = s.status, started_at = s.\"startedAt\", completed_at = s.\"completedAt\",
+                     duration_seconds = s.\"durationSeconds\", rebased_from = s.\"rebasedFrom\"
+                 FROM jsonb_to_recordset($3) AS s(ordinal int, status text, \"startedAt\" timestamptz,
+                      \"completedAt\" timestamptz, \"durationSeconds\" double precision, \"rebasedFrom\" int)
+                 WHERE i.task_id = $1 AND i.version = $2 AND i.ordinal = s.ordinal",
+            )
+            .bind(new_id)
+            .bind(p.version)
+            .bind(items)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
+
+    if !events.is_empty() {
+        sqlx::query(
+            "INSERT INTO task_events (tenant_id, user_id, task_id, seq, ts, stage, sub_task_id,
+                                      step_narrative, tool_name, status, input_payload, result_data,
+                                      error_info, duration_ms)
+             SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, e.n,
+                    (e.v ->> 'timestamp')::timestamptz, nullif(e.v -> 'stage', 'null'),
+                    e.v ->> 'sub_task_id', e.v ->> 'step_narrative', e.v ->> 'tool_name',
+                    e.v ->> 'status', nullif(e.v -> 'input_payload', 'null'),
+                    nullif(e.v -> 'result_data', 'null'), nullif(e.v -> 'error_info', 'null'),
+                    (e.v ->> 'duration_ms')::bigint
+             FROM jsonb_array_elements($2) WITH ORDINALITY AS e(v, n)",
+        )
+        .bind(new_id)
+        .bind(Value::Array(events))
+        .execute(&mut *tx)
+        .await?;
+    }
+    if !messages.is_empty() {
+        sqlx::query(
+            "INSERT INTO task_messages (tenant_id, user_id, task_id, seq, role, content, msg_type, created_at)
+             SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, e.n,
+                    e.v ->> 'role', e.v ->> 'content', e.v ->> 'msg_type', (e.v ->> 'timestamp')::timestamptz
+             FROM jsonb_array_elements($2) WITH ORDINALITY AS e(v, n)",
+        )
+        .bind(new_id)
+        .bind(Value::Array(messages))
+        .execute(&mut *tx)
+        .await?;
+    }
+    if !bundle.snapshots.is_empty() {
+        let labels: Vec<&str> = bundle.snapshots.iter().map(|s| s.label.as_str()).collect();
+        let contents: Vec<&str> = bundle
+            .snapshots
+            .iter()
+            .map(|s| s.content.as_str())
+            .collect();
+        let flags: Vec<bool> = bundle.snapshots.iter().map(|s| s.is_summarized).collect();
+        let times: Vec<DateTime<Utc>> = bundle.snapshots.iter().map(|s| s.timestamp).collect();
+        sqlx::query(
+            "INSERT INTO task_snapshots (tenant_id, user_id, task_id, seq, label, content, is_summarized, ts)
+             SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, n, l, c, f, t
+             FROM unnest($2::text[], $3::text[], $4::bool[], $5::timestamptz[]) WITH ORDINALITY AS v(l, c, f, t, n)",
+        )
+        .bind(new_id)
+        .bind(&labels)
+        .bind(&contents)
+        .bind(&flags)
+        .bind(&times)
+        .execute(&mut *tx)
+        .await?;
+    }
+    for action in &actions {
+        let action_id: Uuid = sqlx::query_scalar(
+            "INSERT INTO task_actions (tenant_id, user_id, id, task_id, version, ordinal, action_type,
+                                       summary, status, input_data, output_data, created_at, updated_at)
+             VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4,
+                     $5, $6, $7, $8, $9, $10, $11)
+             RETURNING id",
+        )
+        .bind(Uuid::now_v7())
+        .bind(new_id)
+        .bind(action.plan_version)
+        .bind(action.ordinal)
+        .bind(&action.action_type)
+        .bind(&action.summary)
+        .bind(&action.status)
+        .bind(&action.input_data)
+        .bind(&action.output_data)
+        .bind(action.created_at)
+        .bind(action.updated_at)
+        .fetch_one(&mut *tx)
+        .await?;
+        if !action.logs.is_empty() {
+            let ids: Vec<Uuid> = action.logs.iter().map(|_| Uuid::now_v7()).collect();
+            let types: Vec<&str> = action.logs.iter().map(|l| l.log_type.as_str()).collect();
+            let contents: Vec<&str> = action.logs.iter().map(|l| l.content.as_str()).collect();
+            let times: Vec<DateTime<Utc>> = action.logs.iter().map(|l| l.created_at).collect();
+            sqlx::query(
+                "INSERT INTO task_action_logs (tenant_id, user_id, id, task_id, action_id, log_type, content, created_at)
+                 SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), i, $1, $2, l, c, t
+                 FROM unnest($3::uuid[], $4::text[], $5::text[], $6::timestamptz[]) AS v(i, l, c, t)",
+            )
+            .bind(new_id)
+            .bind(action_id)
+            .bind(&ids)
+            .bind(&types)
+            .bind(&contents)
+            .bind(&times)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
+    for w in &wait_lines {
+        sqlx::query(
+            "INSERT INTO task_waits (tenant_id, user_id, task_id, id, target_type, target_id, criteria,
+                                     timeout_seconds, poll_interval, status, result_message,
+                                     created_at, resolved_at)
+             VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4,
+                     $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(new_id)
+        .bind(w.wait_id)
+        .bind(&w.target_type)
+        .bind(&w.target_id)
+        .bind(&w.criteria)
+        .bind(w.timeout_seconds)
+        .bind(w.poll_interval)
+        .bind(&w.status)
+        .bind(&w.result_message)
+        .bind(w.created_at)
+        .bind(w.resolved_at)
+        .execute(&mut *tx)
+        .await?;
+    }
+    if let Some(team) = &bundle.team {
+        ws::put_config(&mut *tx, new_id, team, None).await?;
+    }
+    for a in &bundle.artifacts {
+        ws::insert_artifact(
+            &mut *tx,
+            new_id,
+            &ArtifactWrite {
+                id: a.entry.artifact_id,
+                name: a.entry.name.as_deref(),
+                mime_type: &a.entry.mime_type,
+                sha256: &a.entry.sha256.to_ascii_lowercase(),
+                content: &a.bytes,
+                created_at: Some(a.entry.created_at),
+            },
+        )
+        .await?;
+    }
+    if !steps.is_empty() {
+        // Artifact parts read their type from the archive's artifacts.
+        for step in &mut steps {
+            for part in &mut step.parts {
+                if let Part::Artifact {
+                    artifact_id,
+                    mime_type,
+                    ..
+                } = part
+                {
+                    if mime_type.is_empty() {
+                        if let Some(a) = bundle
+                            .artifacts
+                            .iter()
+                            .find(|a| a.entry.artifact_id == *artifact_id)
+                        {
+                            mime_type.clone_from(&a.entry.mime_type);
+                        }
+                    }
+                }
+            }
+        }
+        ws::insert_steps(&mut *tx, new_id, &steps).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,1244 @@
+//! Task workspace (issue 7): steps with parts, the configuration snapshot, artifacts with Range
+//! reads, search, waits, the lifecycle sweeper with an injected clock, export and import.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use chrono::{Duration, SubsecRound, Utc};
+use mnemo::tasks::workspace::import::{Limits, unpack};
+use mnemo::tasks::workspace::sweep_job::sweep_once;
+use mnemo::tasks::workspace::sweeper::{FixedClock, Thresholds};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::common::{TestApp, expect, expect_problem};
+
+async fn task(app: &TestApp, token: &str, name: &str) -> String {
+    let body = expect(
+        app.post("/api/tasks", token)
+            .json(&json!({"name": name, "plan": ["build image", "push image", "deploy"]})),
+        201,
+    )
+    .await;
+    body["id"].as_str().unwrap().to_string()
+}
+
+async fn step(app: &TestApp, token: &str, id: &str, body: Value, status: u16) -> Value {
+    expect(
+        app.post(&format!("/api/tasks/{id}/steps"), token)
+            .json(&body),
+        status,
+    )
+    .await
+}
+
+async fn upload(app: &TestApp, token: &str, id: &str, mime: &str, bytes: &[u8]) -> Value {
+    expect(
+        app.post(&format!("/api/tasks/{id}/artifacts"), token)
+            .header("content-type", mime)
+            .body(bytes.to_vec()),
+        201,
+    )
+    .await
+}
+
+#[sqlx::test]
+async fn tool_results_must_answer_a_call_of_the_task(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token, "steps").await;
+
+    let orphan = expect_problem(
+        app.post(&format!("/api/tasks/{id}/steps"), &token)
+            .json(&json!({
+                "agent_name": "coder",
+                "parts": [{"type": "tool_result", "tool_call_id": "call_9", "output": "done"}]
+            })),
+        422,
+    )
+    .await;
+    assert_eq!(orphan["field"], "parts[0].tool_call_id");
+
+    let first = step(
+        &app,
+        &token,
+        &id,
+        json!({"step_id": "step_1", "agent_name": "coder", "parts": [
+            {"type": "text", "text": "listing the repository"},
+            {"type": "tool_call", "tool_call_id": "call_1", "tool_name": "ls", "arguments": {"path": "/srv"}}
+        ]}),
+        201,
+    )
+    .await;
+    assert_eq!(first["seq"], 1);
+    assert_eq!(first["parts"][1]["arguments"]["path"], "/srv");
+
+    // A later step answers the call made in the earlier one.
+    let second = step(
+        &app,
+        &token,
+        &id,
+        json!({"agent_name": "tool", "parts": [
+            {"type": "tool_result", "tool_call_id": "call_1", "output": "app\nconfig", "is_error": false}
+        ]}),
+        201,
+    )
+    .await;
+    assert_eq!(second["seq"], 2);
+    assert!(second["step_id"].as_str().unwrap().starts_with("step_"));
+
+    // A call id can be used once per task.
+    let reused = expect_problem(
+        app.post(&format!("/api/tasks/{id}/steps"), &token)
+            .json(&json!({
+                "agent_name": "coder",
+                "parts": [{"type": "tool_call", "tool_call_id": "call_1", "tool_name": "ls"}]
+            })),
+        422,
+    )
+    .await;
+    assert_eq!(reused["field"], "parts[0].tool_call_id");
+
+    // Artifacts must exist in the task.
+    let missing = expect_problem(
+        app.post(&format!("/api/tasks/{id}/steps"), &token).json(&json!({
+            "agent_name": "coder",
+            "parts": [{"type": "artifact", "artifact_id": uuid::Uuid::now_v7(), "mime_type": "text/plain"}]
+        })),
+        422,
+    )
+    .await;
+    assert_eq!(missing["field"], "parts[0].artifact_id");
+
+    // Unknown part types and empty steps are refused with the path.
+    let unknown = expect_problem(
+        app.post(&format!("/api/tasks/{id}/steps"), &token)
+            .json(&json!({
+                "agent_name": "coder", "parts": [{"type": "image", "url": "x"}]
+            })),
+        422,
+    )
+    .await;
+    assert!(unknown["field"].as_str().unwrap().starts_with("parts"));
+    let empty = expect_problem(
+        app.post(&format!("/api/tasks/{id}/steps"), &token)
+            .json(&json!({"agent_name": "coder", "parts": []})),
+        422,
+    )
+    .await;
+    assert_eq!(empty["field"], "parts");
+
+    // A retry of the same step is a no-op; other content under its id is 409.
+    let again = step(
+        &app,
+        &token,
+        &id,
+        json!({"step_id": "step_1", "agent_name": "coder", "parts": [
+            {"type": "text", "text": "listing the repository"},
+            {"type": "tool_call", "tool_call_id": "call_1", "tool_name": "ls", "arguments": {"path": "/srv"}}
+        ]}),
+        200,
+    )
+    .await;
+    assert_eq!(again["seq"], 1);
+    expect_problem(
+        app.post(&format!("/api/tasks/{id}/steps"), &token).json(&json!({
+            "step_id": "step_1", "agent_name": "coder", "parts": [{"type": "text", "text": "other"}]
+        })),
+        409,
+    )
+    .await;
+
+    // Nothing refused was stored.
+    let all = expect(app.get(&format!("/api/tasks/{id}/steps"), &token), 200).await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 2);
+
+    // Another user, and another tenant, see no such task.
+    for other in [app.token("t1", "bob"), app.token("t2", "alice")] {
+        expect_problem(app.get(&format!("/api/tasks/{id}/steps"), &other), 404).await;
+        expect_problem(
+            app.post(&format!("/api/tasks/{id}/steps"), &other)
+                .json(&json!({"agent_name": "x", "parts": [{"type": "text", "text": "x"}]})),
+            404,
+        )
+        .await;
+    }
+}
+
+#[sqlx::test]
+async fn steps_page_in_order_and_recent_n(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token, "paging").await;
+    for n in 1..=5 {
+        step(
+            &app,
+            &token,
+            &id,
+            json!({"agent_name": "a", "parts": [{"type": "text", "text": format!("turn {n}")}]}),
+            201,
+        )
+        .await;
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = format!("/api/tasks/{id}/steps?limit=2");
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={c}"));
+        }
+        let page = expect(app.get(&path, &token), 200).await;
+        for item in page["items"].as_array().unwrap() {
+            seen.push(item["parts"][0]["text"].as_str().unwrap().to_string());
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["turn 1", "turn 2", "turn 3", "turn 4", "turn 5"]);
+
+    let recent = expect(
+        app.get(&format!("/api/tasks/{id}/steps?recent=2"), &token),
+        200,
+    )
+    .await;
+    let texts: Vec<&str> = recent["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["parts"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["turn 4", "turn 5"]);
+    assert!(recent["next_cursor"].is_null());
+
+    let bad = expect_problem(
+        app.get(&format!("/api/tasks/{id}/steps?recent=0"), &token),
+        422,
+    )
+    .await;
+    assert_eq!(bad["field"], "recent");
+    let bad = expect_problem(
+        app.get(&format!("/api/tasks/{id}/steps?limit=501"), &token),
+        422,
+    )
+    .await;
+    assert_eq!(bad["field"], "limit");
+    let bad = expect_problem(
+        app.get(&format!("/api/tasks/{id}/steps?cursor=zz!"), &token),
+        422,
+    )
+    .await;
+    assert_eq!(bad["field"], "cursor");
+}
+
+#[sqlx::test]
+async fn config_snapshot_is_stored_once(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token, "config").await;
+    let path = format!("/api/tasks/{id}/config");
+    expect_problem(app.get(&path, &token), 404).await;
+    let team = json!({"agents": [{"name": "planner", "model": "m1"}], "tools": ["ls"]});
+    let stored = expect(app.put(&path, &token).json(&team), 201).await;
+    assert_eq!(stored["config"], team);
+    expect(app.put(&path, &token).json(&team), 200).await;
+    let changed = expect_problem(app.put(&path, &token).json(&json!({"agents": []})), 409).await;
+    assert!(
+        changed["detail"]
+            .as_str()
+            .unwrap()
+            .contains("cannot change")
+    );
+    assert_eq!(expect(app.get(&path, &token), 200).await["config"], team);
+    expect_problem(app.put(&path, &token).json(&json!([1, 2])), 422).await;
+    expect_problem(app.get(&path, &app.token("t1", "bob")), 404).await;
+}
+
+/// A `multipart/form-data` body with one `file` field (and another field before it).
+fn multipart(
+    request: reqwest::RequestBuilder,
+    file_name: &str,
+    mime: &str,
+    bytes: &[u8],
+) -> reqwest::RequestBuilder {
+    let boundary = "mnemo-test-boundary";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nignored\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{file_name}\"\r\n\
+         Content-Type: {mime}\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    request
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+}
+
+#[sqlx::test]
+async fn artifacts_honour_range_etag_and_caps(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| c.tasks.artifact_max_bytes = 1000).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token, "artifacts").await;
+    let body = b"0123456789abcdefghij";
+    let artifact = upload(&app, &token, &id, "text/plain; charset=utf-8", body).await;
+    let aid = artifact["artifact_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        artifact["uri"],
+        format!("mnemo://tasks/{id}/artifacts/{aid}")
+    );
+    assert_eq!(artifact["size"], 20);
+    assert_eq!(artifact["mime_type"], "text/plain; charset=utf-8");
+    let sha = artifact["sha256"].as_str().unwrap().to_string();
+    assert_eq!(sha.len(), 64);
+    let path = format!("/api/tasks/{id}/artifacts/{aid}");
+
+    let full = app.get(&path, &token).send().await.unwrap();
+    assert_eq!(full.status(), 200);
+    assert_eq!(full.headers()["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(full.headers()["etag"], format!("\"{sha}\"").as_str());
+    assert_eq!(full.headers()["accept-ranges"], "bytes");
+    assert_eq!(full.bytes().await.unwrap().as_ref(), body);
+
+    for (range, status, expected, content_range) in [
+        ("bytes=0-4", 206, &b"01234"[..], "bytes 0-4/20"),
+        ("bytes=15-", 206, &b"fghij"[..], "bytes 15-19/20"),
+        ("bytes=-3", 206, &b"hij"[..], "bytes 17-19/20"),
+        ("bytes=18-100", 206, &b"ij"[..], "bytes 18-19/20"),
+        ("bytes=0-1,4-5", 200, &body[..], ""),
+    ] {
+        let response = app
+            .get(&path, &token)
+            .header("range", range)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{range}");
+        if status == 206 {
+            assert_eq!(
+                response.headers()["content-range"],
+                content_range,
+                "{range}"
+            );
+        }
+        assert_eq!(
+            response.bytes().await.unwrap().as_ref(),
+            expected,
+            "{range}"
+        );
+    }
+    let response = app
+        .get(&path, &token)
+        .header("range", "bytes=20-")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 416);
+    assert_eq!(response.headers()["content-range"], "bytes */20");
+
+    // Conditional requests.
+    let response = app
+        .get(&path, &token)
+        .header("if-none-match", format!("\"{sha}\""))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 304);
+    let response = app
+        .get(&path, &token)
+        .header("range", "bytes=0-1")
+        .header("if-range", "\"stale\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "a stale If-Range serves everything");
+
+    // Multipart upload keeps the file name and type.
+    let posted = expect(
+        multipart(
+            app.post(&format!("/api/tasks/{id}/artifacts"), &token),
+            "result.json",
+            "application/json",
+            b"{\"ok\":true}",
+        ),
+        201,
+    )
+    .await;
+    assert_eq!(posted["name"], "result.json");
+    assert_eq!(posted["mime_type"], "application/json");
+
+    // The cap: 413 naming it, raw and multipart.
+    let too_big = expect_problem(
+        app.post(&format!("/api/tasks/{id}/artifacts"), &token)
+            .header("content-type", "application/octet-stream")
+            .body(vec![0u8; 1001]),
+        413,
+    )
+    .await;
+    assert_eq!(too_big["limit_bytes"], 1000);
+    expect_problem(
+        multipart(
+            app.post(&format!("/api/tasks/{id}/artifacts"), &token),
+            "x.bin",
+            "application/octet-stream",
+            &[1u8; 1001],
+        ),
+        413,
+    )
+    .await;
+    expect_problem(
+        app.post(&format!("/api/tasks/{id}/artifacts"), &token)
+            .header("content-type", "not a type")
+            .body("x"),
+        422,
+    )
+    .await;
+
+    // Listing pages through them.
+    let page = expect(
+        app.get(&format!("/api/tasks/{id}/artifacts?limit=1"), &token),
+        200,
+    )
+    .await;
+    assert_eq!(page["items"][0]["artifact_id"], aid.as_str());
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let page = expect(
+        app.get(
+            &format!("/api/tasks/{id}/artifacts?limit=1&cursor={cursor}"),
+            &token,
+        ),
+        200,
+    )
+    .await;
+    assert_eq!(page["items"][0]["name"], "result.json");
+    assert!(page["next_cursor"].is_null());
+
+    // Another user cannot read it; a referenced artifact cannot be deleted; others can.
+    expect_problem(app.get(&path, &app.token("t1", "bob")), 404).await;
+    step(
+        &app,
+        &token,
+        &id,
+        json!({"agent_name": "coder", "parts": [{"type": "artifact", "artifact_id": aid}]}),
+        201,
+    )
+    .await;
+    let steps = expect(app.get(&format!("/api/tasks/{id}/steps"), &token), 200).await;
+    assert_eq!(
+        steps["items"][0]["parts"][0]["mime_type"],
+        "text/plain; charset=utf-8"
+    );
+    assert_eq!(
+        steps["items"][0]["parts"][0]["uri"],
+        format!("mnemo://tasks/{id}/artifacts/{aid}")
+    );
+    expect_problem(app.delete(&path, &token), 409).await;
+    let other = posted["artifact_id"].as_str().unwrap();
+    expect(
+        app.delete(&format!("/api/tasks/{id}/artifacts/{other}"), &token),
+        204,
+    )
+    .await;
+    expect_problem(
+        app.get(&format!("/api/tasks/{id}/artifacts/{other}"), &token),
+        404,
+    )
+    .await;
+}
+
+#[sqlx::test]
+async fn search_finds_a_tool_output(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token, "search").await;
+    let other = task(&app, &token, "other").await;
+    step(
+        &app,
+        &token,
+        &id,
+        json!({"step_id": "step_run", "agent_name": "coder", "parts": [
+            {"type": "text", "text": "starting the container"},
+            {"type": "tool_call", "tool_call_id": "call_run", "tool_name": "docker"},
+            {"type": "tool_result", "tool_call_id": "call_run", "output": "container exited: OOMKilled (exit 137)", "is_error": true}
+        ]}),
+        201,
+    )
+    .await;
+    expect(
+        app.post(&format!("/api/tasks/{id}/update"), &token)
+            .json(&json!({"message": "the database migration finished"})),
+        200,
+    )
+    .await;
+    expect(
+        app.post(&format!("/api/tasks/{id}/events"), &token)
+            .json(&json!({"events": [
+                {"step_narrative": "ran the linter", "tool_name": "clippy", "status": "COMPLETED",
+                 "result_data": {"warnings": "unused variable zebrafish"}}
+            ]})),
+        201,
+    )
+    .await;
+    expect(
+        app.post(&format!("/api/tasks/{id}/snapshots"), &token)
+            .json(&json!({"label": "before stage 2", "content": "context mentions kubernetes ingress"})),
+        201,
+    )
+    .await;
+    step(
+        &app,
+        &token,
+        &other,
+        json!({"agent_name": "coder", "parts": [{"type": "text", "text": "another OOMKilled pod"}]}),
+        201,
+    )
+    .await;
+
+    let found = expect(
+        app.post(&format!("/api/tasks/{id}/search"), &token)
+            .json(&json!({"query": "OOMKilled"})),
+        200,
+    )
+    .await;
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{found}");
+    assert_eq!(hits[0]["source"], "tool_result");
+    assert_eq!(hits[0]["step_id"], "step_run");
+    assert_eq!(hits[0]["part_index"], 2);
+    assert_eq!(hits[0]["tool_call_id"], "call_run");
+    assert!(hits[0]["snippet"].as_str().unwrap().contains("«OOMKilled»"));
+
+    for (query, source) in [
+        ("migration", "message"),
+        ("zebrafish", "event"),
+        ("kubernetes", "snapshot"),
+        ("container", "step_text"),
+    ] {
+        let found = expect(
+            app.post(&format!("/api/tasks/{id}/search"), &token)
+                .json(&json!({"query": query})),
+            200,
+        )
+        .await;
+        assert_eq!(found["hits"][0]["source"], source, "{query}: {found}");
+    }
+
+    // All tasks: both hits, paged.
+    let all = expect(
+        app.post("/api/tasks/search", &token)
+            .json(&json!({"query": "OOMKilled", "limit": 1})),
+        200,
+    )
+    .await;
+    assert_eq!(all["hits"].as_array().unwrap().len(), 1);
+    let cursor = all["next_cursor"].as_str().unwrap();
+    let rest = expect(
+        app.post("/api/tasks/search", &token)
+            .json(&json!({"query": "OOMKilled", "limit": 1, "cursor": cursor})),
+        200,
+    )
+    .await;
+    assert_eq!(rest["hits"].as_array().unwrap().len(), 1);
+    assert!(rest["next_cursor"].is_null());
+    assert_ne!(all["hits"][0]["task_id"], rest["hits"][0]["task_id"]);
+
+    // Other users find nothing of it.
+    let bob = app.token("t1", "bob");
+    let none = expect(
+        app.post("/api/tasks/search", &bob)
+            .json(&json!({"query": "OOMKilled"})),
+        200,
+    )
+    .await;
+    assert!(none["hits"].as_array().unwrap().is_empty());
+    expect_problem(
+        app.post(&format!("/api/tasks/{id}/search"), &bob)
+            .json(&json!({"query": "OOMKilled"})),
+        404,
+    )
+    .await;
+    let empty = expect_problem(
+        app.post(&format!("/api/tasks/{id}/search"), &token)
+            .json(&json!({"query": "  "})),
+        422,
+    )
+    .await;
+    assert_eq!(empty["field"], "query");
+}
+
+#[sqlx::test]
+async fn a_wait_resolution_appears_in_history_and_metadata(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token, "waits").await;
+    let wait = expect(
+        app.post(&format!("/api/tasks/{id}/waits"), &token)
+            .json(&json!({
+                "target_type": "process", "target_id": "4242", "criteria": "build finished",
+                "timeout_seconds": 600, "poll_interval": 2.5
+            })),
+        201,
+    )
+    .await;
+    assert_eq!(wait["status"], "watching");
+    let wait_id = wait["wait_id"].as_str().unwrap().to_string();
+    let detail = expect(app.get(&format!("/api/tasks/{id}"), &token), 200).await;
+    assert_eq!(detail["metadata"]["active_wait_ids"], json!([wait_id]));
+    assert_eq!(detail["metadata"]["last_wait_state"], "watching");
+
+    let path = format!("/api/tasks/{id}/waits/{wait_id}");
+    let bad = expect_problem(
+        app.patch(&path, &token)
+            .json(&json!({"status": "watching"})),
+        422,
+    )
+    .await;
+    assert_eq!(bad["field"], "status");
+    let ended = expect(
+        app.patch(&path, &token)
+            .json(&json!({"status": "resolved", "result_message": "exit 0"})),
+        200,
+    )
+    .await;
+    assert_eq!(ended["status"], "resolved");
+    assert!(ended["resolved_at"].is_string());
+    let seq = ended["message_seq"].as_i64().unwrap();
+
+    let messages = expect(app.get(&format!("/api/tasks/{id}/messages"), &token), 200).await;
+    let posted = messages["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["seq"].as_i64() == Some(seq))
+        .unwrap();
+    assert_eq!(posted["content"], "[Wait resolved] build finished → exit 0");
+    assert_eq!(posted["role"], "system");
+    assert_eq!(posted["msg_type"], "wait");
+
+    let detail = expect(app.get(&format!("/api/tasks/{id}"), &token), 200).await;
+    assert_eq!(detail["metadata"]["active_wait_ids"], json!([]));
+    assert_eq!(detail["metadata"]["last_wait_state"], "resolved");
+    let at = detail["metadata"]["last_wait_event_at"].as_f64().unwrap();
+    assert!((at - Utc::now().timestamp() as f64).abs() < 600.0);
+
+    // Once ended, a wait stays ended.
+    expect_problem(
+        app.patch(&path, &token).json(&json!({"status": "timeout"})),
+        409,
+    )
+    .await;
+    // The search finds the resolution too.
+    let found = expect(
+        app.post(&format!("/api/tasks/{id}/search"), &token)
+            .json(&json!({"query": "wait resolved build"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"][0]["source"], "message");
+
+    let listed = expect(app.get(&format!("/api/tasks/{id}/waits"), &token), 200).await;
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+    expect_problem(app.get(&path, &app.token("t1", "bob")), 404).await;
+    let bad = expect_problem(
+        app.post(&format!("/api/tasks/{id}/waits"), &token)
+            .json(&json!({
+                "target_type": "process", "target_id": "1", "criteria": "", "timeout_seconds": 5
+            })),
+        422,
+    )
+    .await;
+    assert_eq!(bad["field"], "criteria");
+}
+
+async fn status_of(app: &TestApp, token: &str, id: &str) -> String {
+    expect(app.get(&format!("/api/tasks/{id}"), token), 200).await["status"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[sqlx::test]
+async fn the_sweeper_pauses_and_archives_as_time_moves(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("t1", "alice");
+    let bob = app.token("t2", "bob");
+    let idle = task(&app, &alice, "idle").await;
+    let done = task(&app, &bob, "done").await;
+    expect(
+        app.post(&format!("/api/tasks/{done}/update"), &bob)
+            .json(&json!({"status": "completed"})),
+        200,
+    )
+    .await;
+    let thresholds = Thresholds::from_secs(24 * 3600, 7 * 24 * 3600);
+    // PostgreSQL keeps microseconds.
+    let now = Utc::now().trunc_subsecs(6);
+
+    let report = sweep_once(&pool, &FixedClock(now + Duration::hours(23)), &thresholds)
+        .await
+        .unwrap();
+    assert!(report.ran);
+    assert!(report.paused.is_empty() && report.archived.is_empty());
+    assert_eq!(status_of(&app, &alice, &idle).await, "active");
+
+    // A day later the idle task (in one tenant) is paused; the completed one is kept.
+    let report = sweep_once(&pool, &FixedClock(now + Duration::hours(25)), &thresholds)
+        .await
+        .unwrap();
+    assert_eq!(report.paused.len(), 1);
+    assert_eq!(report.paused[0].to_string(), idle);
+    assert!(report.archived.is_empty());
+    assert_eq!(status_of(&app, &alice, &idle).await, "paused");
+    let messages = expect(app.get(&format!("/api/tasks/{idle}/messages"), &alice), 200).await;
+    let last = messages["items"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last["content"],
+        "status: active → paused (no update for 24 h)"
+    );
+
+    // A week after completion the other tenant's task is archived, and stays readable.
+    let report = sweep_once(&pool, &FixedClock(now + Duration::days(8)), &thresholds)
+        .await
+        .unwrap();
+    assert_eq!(report.archived.len(), 1);
+    assert_eq!(report.archived[0].to_string(), done);
+    let archived_at: Option<chrono::DateTime<Utc>> =
+        sqlx::query_scalar("SELECT archived_at FROM tasks WHERE id = $1::uuid")
+            .bind(&done)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(archived_at, Some(now + Duration::days(8)));
+    assert_eq!(status_of(&app, &bob, &done).await, "completed");
+    let again = sweep_once(&pool, &FixedClock(now + Duration::days(9)), &thresholds)
+        .await
+        .unwrap();
+    assert!(again.archived.is_empty() && again.paused.is_empty());
+
+    // A paused task resumes on its next update.
+    expect(
+        app.post(&format!("/api/tasks/{idle}/update"), &alice)
+            .json(&json!({"message": "back at it"})),
+        200,
+    )
+    .await;
+    assert_eq!(status_of(&app, &alice, &idle).await, "active");
+
+    // Configurable thresholds: a one-minute pause.
+    let quick = Thresholds::from_secs(60, 7 * 24 * 3600);
+    let report = sweep_once(
+        &pool,
+        &FixedClock(Utc::now() + Duration::minutes(2)),
+        &quick,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.paused.len(), 1);
+
+    // A second sweeper holding the lock makes this one skip its round.
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(0x6d6e_656d_6f73_7770_i64)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let skipped = sweep_once(&pool, &FixedClock(now + Duration::days(30)), &thresholds)
+        .await
+        .unwrap();
+    assert!(!skipped.ran);
+    holder.rollback().await.unwrap();
+}
+
+/// A task with something in every file of the layout.
+async fn rich_task(app: &TestApp, token: &str) -> String {
+    let id = task(app, token, "Deploy coursefolio").await;
+    let p = |s: &str| format!("/api/tasks/{id}{s}");
+    expect(
+        app.put(&p("/plan"), token).json(&json!({
+            "plan": [{"stage": 1, "steps": [
+                {"stepDescription": "build image", "toolName": "docker", "sub_task_input": {"tag": "v1.2.3"}, "narrative_step": "Build it"},
+                {"stepDescription": "push image", "toolName": "docker", "sub_task_input": {}, "narrative_step": "Push it"}
+            ]}],
+            "reason": "more detail"
+        })),
+        200,
+    )
+    .await;
+    expect(
+        app.patch(&p("/items/1"), token)
+            .json(&json!({"status": "completed"})),
+        200,
+    )
+    .await;
+    expect(
+        app.post(&p("/events"), token).json(&json!({"events": [
+            {"stage": 1, "step_narrative": "built image", "tool_name": "docker", "status": "COMPLETED",
+             "input_payload": {"tag": "v1.2.3"}, "result_data": "sha256:abc", "duration_ms": 1200},
+            {"stage": "System", "step_narrative": "summarised context", "status": "SYSTEM_ACTION"}
+        ]})),
+        201,
+    )
+    .await;
+    expect(
+        app.post(&p("/update"), token)
+            .json(&json!({"message": "Step 1 done — image built as v1.2.3"})),
+        200,
+    )
+    .await;
+    for (label, content) in [
+        ("Initial context", "start here"),
+        ("After: summarization", "short"),
+    ] {
+        expect(
+            app.post(&p("/snapshots"), token)
+                .json(&json!({"label": label, "content": content, "is_summarized": label != "Initial context"})),
+            201,
+        )
+        .await;
+    }
+    expect(
+        app.put(&p("/config"), token)
+            .json(&json!({"agents": ["planner", "coder"], "model": "m"})),
+        201,
+    )
+    .await;
+    let artifact = upload(app, token, &id, "text/plain", b"build log line 1\nline 2\n").await;
+    step(
+        app,
+        token,
+        &id,
+        json!({"step_id": "step_a", "agent_name": "coder", "parts": [
+            {"type": "text", "text": "building"},
+            {"type": "tool_call", "tool_call_id": "c1", "tool_name": "docker", "arguments": {"cmd": "build"}},
+            {"type": "tool_result", "tool_call_id": "c1", "output": {"exit": 0}},
+            {"type": "artifact", "artifact_id": artifact["artifact_id"]}
+        ]}),
+        201,
+    )
+    .await;
+    let action = expect(
+        app.post(&p("/items/2/actions"), token).json(&json!({
+            "action_type": "cli", "summary": "docker push", "input_data": {"cmd": "docker push"}
+        })),
+        201,
+    )
+    .await;
+    let action_id = action["id"].as_str().unwrap();
+    expect(
+        app.post(&p(&format!("/actions/{action_id}/logs")), token)
+            .json(&json!({"log_type": "stdout", "content": "pushed ghcr.io/x:v1.2.3"})),
+        201,
+    )
+    .await;
+    let wait = expect(
+        app.post(&p("/waits"), token).json(&json!({
+            "target_type": "url", "target_id": "https://x", "criteria": "site answers 200"
+        })),
+        201,
+    )
+    .await;
+    expect(
+        app.patch(
+            &p(&format!("/waits/{}", wait["wait_id"].as_str().unwrap())),
+            token,
+        )
+        .json(&json!({"status": "resolved", "result_message": "200 OK"})),
+        200,
+    )
+    .await;
+    expect(
+        app.post(&p("/waits"), token).json(&json!({
+            "target_type": "process", "target_id": "7", "criteria": "exits"
+        })),
+        201,
+    )
+    .await;
+    expect(
+        app.patch(&format!("/api/tasks/{id}"), token)
+            .json(&json!({"final_answer": "# Deployed\nAll good.\n"})),
+        200,
+    )
+    .await;
+    id
+}
+
+async fn export(app: &TestApp, token: &str, id: &str) -> Vec<u8> {
+    let response = app
+        .get(&format!("/api/tasks/{id}/export"), token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/gzip");
+    response.bytes().await.unwrap().to_vec()
+}
+
+fn files_of(archive: &[u8]) -> (String, BTreeMap<String, Vec<u8>>) {
+    let limits = Limits {
+        max_member_bytes: 1 << 26,
+        max_total_bytes: 1 << 28,
+        max_members: 10_000,
+    };
+    unpack(archive, &limits).unwrap()
+}
+
+#[sqlx::test]
+async fn export_import_export_gives_the_same_files(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let alice = app.token("t1", "alice");
+    let id = rich_task(&app, &alice).await;
+    let first = export(&app, &alice, &id).await;
+    assert_eq!(
+        first,
+        export(&app, &alice, &id).await,
+        "exports are deterministic"
+    );
+    let (dir, files) = files_of(&first);
+    assert_eq!(dir, id);
+    for name in [
+        "metadata.json",
+        "plan.json",
+        "plan_v2.json",
+        "execution.log.jsonl",
+        "messages.jsonl",
+        "actions.jsonl",
+        "waits.jsonl",
+        "final_answer.md",
+        "context_history/00_initial_context.txt",
+        "context_history/01_after_summarization.txt",
+        "team.json",
+        "history.jsonl",
+        "artifacts/index.json",
+    ] {
+        assert!(
+            files.contains_key(name),
+            "{name} missing: {:?}",
+            files.keys()
+        );
+    }
+    let metadata: Value = serde_json::from_slice(&files["metadata.json"]).unwrap();
+    assert_eq!(metadata["version"], "1.0");
+    assert_eq!(metadata["parentTaskId"], id.as_str());
+    assert_eq!(metadata["finalAnswerFile"], "final_answer.md");
+    let log = String::from_utf8(files["execution.log.jsonl"].clone()).unwrap();
+    assert_eq!(log.lines().count(), 2);
+
+    // Imported by another user, under a new id.
+    let bob = app.token("t1", "bob");
+    let imported = expect(
+        app.post("/api/tasks/import", &bob)
+            .header("content-type", "application/gzip")
+            .body(first.clone()),
+        201,
+    )
+    .await;
+    let new_id = imported["task_id"].as_str().unwrap().to_string();
+    assert_ne!(new_id, id);
+    assert_eq!(imported["source_task_id"], id.as_str());
+    assert_eq!(imported["steps"], 1);
+    assert_eq!(imported["artifacts"], 1);
+
+    let second = export(&app, &bob, &new_id).await;
+    let (dir2, files2) = files_of(&second);
+    assert_eq!(dir2, new_id);
+    let rebased: BTreeMap<String, Vec<u8>> = files
+        .iter()
+        .map(|(k, v)| {
+            let text = String::from_utf8_lossy(v).replace(&id, &new_id);
+            (k.clone(), text.into_bytes())
+        })
+        .collect();
+    let files2_text: BTreeMap<String, Vec<u8>> = files2
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                String::from_utf8_lossy(v).into_owned().into_bytes(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rebased.keys().collect::<Vec<_>>(),
+        files2_text.keys().collect::<Vec<_>>()
+    );
+    for (name, bytes) in &rebased {
+        assert_eq!(
+            String::from_utf8_lossy(bytes),
+            String::from_utf8_lossy(&files2_text[name]),
+            "{name} differs"
+        );
+    }
+
+    // The imported task works like any other: its plan, steps and artifact read back.
+    let detail = expect(app.get(&format!("/api/tasks/{new_id}"), &bob), 200).await;
+    assert_eq!(detail["plan_version"], 2);
+    assert_eq!(detail["plan"]["items"][0]["status"], "completed");
+    let steps = expect(app.get(&format!("/api/tasks/{new_id}/steps"), &bob), 200).await;
+    let uri = steps["items"][0]["parts"][3]["uri"].as_str().unwrap();
+    assert!(uri.starts_with(&format!("mnemo://tasks/{new_id}/artifacts/")));
+    let aid = steps["items"][0]["parts"][3]["artifact_id"]
+        .as_str()
+        .unwrap();
+    let response = app
+        .get(&format!("/api/tasks/{new_id}/artifacts/{aid}"), &bob)
+        .header("range", "bytes=0-4")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 206);
+    assert_eq!(response.bytes().await.unwrap().as_ref(), b"build");
+
+    // keep_id: the original id, once.
+    expect_problem(
+        app.post("/api/tasks/import?keep_id=true", &alice)
+            .header("content-type", "application/gzip")
+            .body(first.clone()),
+        409,
+    )
+    .await;
+    let kept = expect(
+        app.post("/api/tasks/import?keep_id=true", &app.token("t9", "carol"))
+            .header("content-type", "application/gzip")
+            .body(first),
+        201,
+    )
+    .await;
+    assert_eq!(kept["task_id"], id.as_str());
+}
+
+/// A raw `.tar.gz` with hand-written headers (builders refuse hostile paths).
+fn hostile(entries: &[(&str, u8, u64, &[u8])], truncated: bool) -> Vec<u8> {
+    let mut raw = Vec::new();
+    for (path, kind, size, data) in entries {
+        let mut header = tar::Header::new_ustar();
+        header.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
+        header.set_entry_type(tar::EntryType::new(*kind));
+        header.set_size(*size);
+        header.set_mode(0o644);
+        if *kind == b'2' {
+            header.set_link_name("/etc/passwd").unwrap();
+        }
+        header.set_cksum();
+        raw.extend_from_slice(header.as_bytes());
+        raw.extend_from_slice(data);
+        raw.extend(std::iter::repeat_n(0u8, (512 - data.len() % 512) % 512));
+    }
+    if !truncated {
+        raw.extend(std::iter::repeat_n(0u8, 1024));
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&raw).unwrap();
+    gz.finish().unwrap()
+}
+
+#[sqlx::test]
+async fn hostile_archives_are_refused_and_write_nothing(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let token = app.token("t1", "mallory");
+    let metadata = br#"{"parentTaskId": "t1", "taskStatus": "RECEIVED", "version": "1.0",
+        "timestamps": {"createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z"}}"#;
+    let good = (
+        "task_memory_bank/t1/metadata.json",
+        b'0',
+        metadata.len() as u64,
+        &metadata[..],
+    );
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "task_memory_bank/t1/../../etc/cron.d/x",
+            hostile(
+                &[
+                    good,
+                    ("task_memory_bank/t1/../../etc/cron.d/x", b'0', 1, b"x"),
+                ],
+                false,
+            ),
+        ),
+        (
+            "/etc/passwd",
+            hostile(&[good, ("/etc/passwd", b'0', 1, b"x")], false),
+        ),
+        (
+            "task_memory_bank/t1/artifacts/link",
+            hostile(
+                &[good, ("task_memory_bank/t1/artifacts/link", b'2', 0, b"")],
+                false,
+            ),
+        ),
+        (
+            "task_memory_bank/t1/artifacts/huge.bin",
+            // The header claims 1 GiB; none of it follows.
+            hostile(
+                &[
+                    good,
+                    ("task_memory_bank/t1/artifacts/huge.bin", b'0', 1 << 30, b""),
+                ],
+                true,
+            ),
+        ),
+        (
+            "task_memory_bank/t2/metadata.json",
+            hostile(
+                &[
+                    good,
+                    (
+                        "task_memory_bank/t2/metadata.json",
+                        b'0',
+                        metadata.len() as u64,
+                        &metadata[..],
+                    ),
+                ],
+                false,
+            ),
+        ),
+    ];
+    for (member, archive) in cases {
+        let problem = expect_problem(
+            app.post("/api/tasks/import", &token)
+                .header("content-type", "application/gzip")
+                .body(archive),
+            422,
+        )
+        .await;
+        assert_eq!(problem["member"], member, "{problem}");
+        assert_eq!(problem["field"], "archive");
+    }
+    // Bad contents are refused after the archive was read, and still nothing is written.
+    let bad_history = hostile(
+        &[
+            good,
+            (
+                "task_memory_bank/t1/history.jsonl",
+                b'0',
+                21,
+                b"{\"not\": \"a step\"}\n\n\n\n",
+            ),
+        ],
+        false,
+    );
+    let problem = expect_problem(
+        app.post("/api/tasks/import", &token)
+            .header("content-type", "application/gzip")
+            .body(bad_history),
+        422,
+    )
+    .await;
+    assert_eq!(problem["member"], "task_memory_bank/t1/history.jsonl");
+    let orphan_line = br#"{"step_id":"s1","agent_name":"a","parts":[{"type":"tool_result","tool_call_id":"c","output":"x"}],"created_at":"2026-01-01T00:00:00Z"}"#;
+    let orphan = hostile(
+        &[
+            good,
+            (
+                "task_memory_bank/t1/history.jsonl",
+                b'0',
+                orphan_line.len() as u64,
+                &orphan_line[..],
+            ),
+        ],
+        false,
+    );
+    let problem = expect_problem(
+        app.post("/api/tasks/import", &token)
+            .header("content-type", "application/gzip")
+            .body(orphan),
+        422,
+    )
+    .await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains("line 1"),
+        "{problem}"
+    );
+    expect_problem(
+        app.post("/api/tasks/import", &token)
+            .header("content-type", "application/gzip")
+            .body("not an archive"),
+        422,
+    )
+    .await;
+
+    let listed = expect(app.get("/api/tasks", &token), 200).await;
+    assert!(listed["items"].as_array().unwrap().is_empty());
+    let rows: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM tasks) + (SELECT count(*) FROM task_steps)
+              + (SELECT count(*) FROM task_artifacts)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows, 0);
+
+    // The bare layout of another tool (000's metadata.json only) imports.
+    let plain = expect(
+        app.post("/api/tasks/import", &token)
+            .header("content-type", "application/gzip")
+            .body(hostile(&[good], false)),
+        201,
+    )
+    .await;
+    assert_eq!(plain["source_task_id"], "t1");
+    let detail = expect(
+        app.get(
+            &format!("/api/tasks/{}", plain["task_id"].as_str().unwrap()),
+            &token,
+        ),
+        200,
+    )
+    .await;
+    assert_eq!(detail["phase"], "RECEIVED");
+    assert_eq!(detail["status"], "active");
+
+    // An archive past the import cap is 413 before it is read.
+    let small = TestApp::with_config(pool, |c| {
+        c.tasks.artifact_max_bytes = 100;
+        c.tasks.import_max_bytes = 200;
+    })
+    .await;
+    let problem = expect_problem(
+        small
+            .post("/api/tasks/import", &small.token("t1", "mallory"))
+            .header("content-type", "application/gzip")
+            .body(vec![0u8; 201]),
+        413,
+    )
+    .await;
+    assert_eq!(problem["limit_bytes"], 200);
+}
+
+#[sqlx::test]
+async fn concurrent_step_appends_get_gap_free_seqs(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token, "concurrent").await;
+    let sends = (0..12).map(|n| {
+        app.post(&format!("/api/tasks/{id}/steps"), &token)
+            .json(&json!({"agent_name": format!("agent{n}"), "parts": [
+                {"type": "tool_call", "tool_call_id": format!("c{n}"), "tool_name": "sh"},
+                {"type": "tool_result", "tool_call_id": format!("c{n}"), "output": format!("out {n}")}
+            ]}))
+            .send()
+    });
+    for response in futures::future::join_all(sends).await {
+        assert_eq!(response.unwrap().status(), 201);
+    }
+    let page = expect(
+        app.get(&format!("/api/tasks/{id}/steps?limit=100"), &token),
+        200,
+    )
+    .await;
+    let seqs: Vec<i64> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=12).collect::<Vec<_>>());
+}
