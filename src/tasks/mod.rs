@@ -357,8 +357,15 @@ pub async fn list_tasks(
     let limit = store::page_size(query.limit, 50, 200)?;
     let before = store::decode_cursor::<Uuid>(query.cursor.as_deref())?;
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
-    let (items, more) =
-        store::list_tasks(&mut tx, query.status, query.phase, before, limit).await?;
+    let (items, more) = store::list_tasks(
+        &mut tx,
+        query.status,
+        query.phase,
+        query.include_archived.unwrap_or(false),
+        before,
+        limit,
+    )
+    .await?;
     tx.end_read_only();
     let next_cursor = more
         .then(|| items.last().map(|t| store::encode_cursor(&t.id)))

@@ -77,6 +77,10 @@ pub struct Timestamps {
     pub completed_at: Option<DateTime<Utc>>,
     /// Every change a client makes moves it.
     pub last_updated_at: DateTime<Utc>,
+    /// When the lifecycle sweeper archived the task (completed and untouched past the archive
+    /// threshold). Archived tasks stay readable but leave `GET /api/tasks` unless
+    /// `include_archived=true`.
+    pub archived_at: Option<DateTime<Utc>>,
 }
 
 /// A task.
@@ -439,6 +443,8 @@ pub struct TaskQuery {
     pub cursor: Option<String>,
     pub status: Option<Status>,
     pub phase: Option<Phase>,
+    /// Also list archived tasks (default false).
+    pub include_archived: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -21,7 +21,7 @@ use crate::error::{ApiError, ApiResult};
 const TASK_COLUMNS: &str = "id, name, original_user_task, status, phase, metadata, final_answer, \
     error_summary, running_summary, summary_message_count, summary_updated_at, plan_version, \
     event_count, message_count, snapshot_count, created_at, plan_generated_at, \
-    execution_started_at, synthesis_started_at, completed_at, updated_at";
+    execution_started_at, synthesis_started_at, completed_at, updated_at, archived_at";
 
 /// A task row as stored.
 #[derive(Debug, Clone, FromRow)]
@@ -47,6 +47,7 @@ pub struct TaskRow {
     pub synthesis_started_at: Option<DateTime<Utc>>,
     pub completed_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
+    pub archived_at: Option<DateTime<Utc>>,
 }
 
 impl TaskRow {
@@ -82,6 +83,7 @@ impl TaskRow {
                 synthesis_started_at: self.synthesis_started_at,
                 completed_at: self.completed_at,
                 last_updated_at: self.updated_at,
+                archived_at: self.archived_at,
             },
         }
     }
@@ -772,6 +774,7 @@ pub async fn list_tasks(
     tx: &mut PgConnection,
     status: Option<Status>,
     phase: Option<Phase>,
+    include_archived: bool,
     before: Option<Uuid>,
     limit: i64,
 ) -> Result<(Vec<Task>, bool), sqlx::Error> {
@@ -780,12 +783,14 @@ pub async fn list_tasks(
          WHERE ($1::text IS NULL OR status = $1)
            AND ($2::text IS NULL OR phase = $2)
            AND ($3::uuid IS NULL OR id < $3)
+           AND ($5 OR archived_at IS NULL)
          ORDER BY id DESC LIMIT $4"
     ))
     .bind(status.map(Status::as_str))
     .bind(phase.map(Phase::as_str))
     .bind(before)
     .bind(limit + 1)
+    .bind(include_archived)
     .fetch_all(tx)
     .await?;
     let (rows, more) = paged(rows, limit);

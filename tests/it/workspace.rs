@@ -719,6 +719,16 @@ async fn the_sweeper_pauses_and_archives_as_time_moves(pool: PgPool) {
             .unwrap();
     assert_eq!(archived_at, Some(now + Duration::days(8)));
     assert_eq!(status_of(&app, &bob, &done).await, "completed");
+    // Hidden from the default listing, listed on request, and readable with its archive time.
+    let listed = expect(app.get("/api/tasks", &bob), 200).await;
+    assert!(listed["items"].as_array().unwrap().is_empty(), "{listed}");
+    let listed = expect(app.get("/api/tasks?include_archived=true", &bob), 200).await;
+    assert_eq!(listed["items"][0]["id"], done.as_str());
+    let read = expect(app.get(&format!("/api/tasks/{done}"), &bob), 200).await;
+    assert!(
+        read["timestamps"]["archived_at"].is_string(),
+        "archived_at is shown: {read}"
+    );
     let again = sweep_once(&pool, &FixedClock(now + Duration::days(9)), &thresholds)
         .await
         .unwrap();
