@@ -162,32 +162,20 @@ pub async fn load(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<Bundle> {
         plans.push(PlanFile { version, plan });
     }
 
-    #[derive(FromRow)]
-    struct EventRow {
-        ts: DateTime<Utc>,
-        stage: Option<Value>,
-        sub_task_id: Option<String>,
-        step_narrative: String,
-        tool_name: Option<String>,
-        status: String,
-        input_payload: Option<Value>,
-        result_data: Option<Value>,
-        error_info: Option<Value>,
-        duration_ms: Option<i64>,
-    }
-    let event_rows: Vec<EventRow> = sqlx::query_as(
-        "SELECT ts, stage, sub_task_id, step_narrative, tool_name, status, input_payload,
-                result_data, error_info, duration_ms
-         FROM task_events WHERE task_id = $1 ORDER BY seq",
+    // Every event, in log order, through the task log's own reader.
+    let (event_rows, _) = crate::tasks::store::events(
+        &mut *tx,
+        task_id,
+        &crate::tasks::model::EventQuery::default(),
+        0,
+        i64::MAX - 1,
     )
-    .bind(task_id)
-    .fetch_all(&mut *tx)
     .await?;
     let events = event_rows
         .into_iter()
         .map(|e| {
             serde_json::to_value(EventLine {
-                timestamp: e.ts,
+                timestamp: e.timestamp,
                 stage: e.stage,
                 sub_task_id: e.sub_task_id,
                 step_narrative: e.step_narrative,
