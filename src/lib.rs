@@ -25,6 +25,16 @@ use std::future::Future;
 pub use http::app;
 pub use state::AppState;
 
+/// Starts the jobs that run beside the server, each under a PostgreSQL advisory lock so that one
+/// replica runs it at a time: the conversation retention sweeper (when
+/// `MNEMO_HISTORY_RETENTION_DAYS` is set) and the task lifecycle sweeper (pause idle tasks,
+/// archive old completed ones; off when its interval is 0). `mnemo serve` calls this; tests
+/// drive the sweeps directly with their own clock.
+pub fn start_background_jobs(state: &AppState) {
+    conversations::sweeper::spawn(state.pool.clone(), &state.config.conversations);
+    tasks::workspace::sweep_job::spawn(state);
+}
+
 /// Serves `state` on `listener` until `shutdown` resolves; requests in flight then complete.
 pub async fn serve(
     listener: tokio::net::TcpListener,

@@ -132,7 +132,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let listen = config.listen;
             tracing::info!(config = ?config, "starting");
             let state = AppState::new(config, pool).await?;
-            mnemo::tasks::workspace::sweep_job::spawn(&state);
+            mnemo::start_background_jobs(&state);
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .map_err(|e| format!("cannot listen on {listen}: {e}"))?;

@@ -26,8 +26,6 @@ impl AppState {
     /// Builds the state from a validated config and a connected pool.
     pub async fn new(config: Config, pool: PgPool) -> Result<Self, String> {
         let verifier = Verifier::from_config(&config).await?;
-        // Background retention sweeper (only when MNEMO_HISTORY_RETENTION_DAYS is set).
-        crate::conversations::sweeper::spawn(pool.clone(), &config.conversations);
         Ok(AppState {
             pool,
             window_cache: Arc::new(WindowCache::new(config.conversations.window_cache_sessions)),
