@@ -98,8 +98,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Principal {
 
 /// Largest tenant or user id; longer ones are refused at auth.
 const MAX_ID_LEN: usize = 256;
-/// Fewest seconds between two JWKS refreshes caused by unknown `kid`s.
-const JWKS_REFRESH_MIN: Duration = Duration::from_secs(30);
 
 /// JWKS keys by `kid`, with the time they were fetched.
 type KeyMap = HashMap<Option<String>, Arc<KeyEntry>>;
@@ -114,6 +112,8 @@ enum Keys {
     Jwks {
         source: String,
         http: reqwest::Client,
+        /// Fewest time between two fetches caused by unknown `kid`s.
+        min_refresh: Duration,
         keys: RwLock<(KeyMap, Instant)>,
     },
 }
@@ -168,6 +168,7 @@ impl Verifier {
             Keys::Jwks {
                 source: source.clone(),
                 http,
+                min_refresh: Duration::from_secs(config.jwt_jwks_min_refresh_secs),
                 keys: RwLock::new((keys, Instant::now())),
             }
         } else {
@@ -268,19 +269,24 @@ impl Verifier {
     async fn key_for(&self, kid: Option<&str>) -> Result<Arc<KeyEntry>, ApiError> {
         match &self.keys {
             Keys::Static(entry) => Ok(entry.clone()),
-            Keys::Jwks { source, http, keys } => {
+            Keys::Jwks {
+                source,
+                http,
+                min_refresh,
+                keys,
+            } => {
                 let kid_key = kid.map(str::to_owned);
                 {
                     let guard = keys.read().await;
                     if let Some(found) = pick(&guard.0, &kid_key) {
                         return Ok(found);
                     }
-                    if guard.1.elapsed() < JWKS_REFRESH_MIN || !is_url(source) {
+                    if guard.1.elapsed() < *min_refresh || !is_url(source) {
                         return Err(unknown_kid(kid));
                     }
                 }
                 let mut guard = keys.write().await;
-                if guard.1.elapsed() >= JWKS_REFRESH_MIN {
+                if guard.1.elapsed() >= *min_refresh {
                     match load_jwks(http, source).await {
                         Ok(fresh) => *guard = (fresh, Instant::now()),
                         Err(e) => {

@@ -37,6 +37,11 @@ pub struct Config {
     #[arg(long, env = "MNEMO_JWT_JWKS")]
     pub jwt_jwks: Option<String>,
 
+    /// Fewest seconds between two JWKS fetches caused by tokens with an unknown `kid` (so forged
+    /// tokens cannot make mnemo hammer the key server).
+    #[arg(long, env = "MNEMO_JWT_JWKS_MIN_REFRESH_SECS", default_value_t = 30)]
+    pub jwt_jwks_min_refresh_secs: u64,
+
     /// PEM private key used only by `mnemo token` when tokens are asymmetric.
     #[arg(long, env = "MNEMO_JWT_PRIVATE_KEY")]
     pub jwt_private_key: Option<PathBuf>,
@@ -162,6 +167,7 @@ impl Config {
             jwt_secret: Some(secret.to_owned()),
             jwt_public_key: None,
             jwt_jwks: None,
+            jwt_jwks_min_refresh_secs: 30,
             jwt_private_key: None,
             jwt_issuer: None,
             jwt_audience: None,
@@ -211,6 +217,7 @@ impl fmt::Debug for Config {
             .field("jwt_secret", &self.jwt_secret.as_ref().map(|_| "***"))
             .field("jwt_public_key", &self.jwt_public_key)
             .field("jwt_jwks", &self.jwt_jwks)
+            .field("jwt_jwks_min_refresh_secs", &self.jwt_jwks_min_refresh_secs)
             .field("jwt_private_key", &self.jwt_private_key)
             .field("jwt_issuer", &self.jwt_issuer)
             .field("jwt_audience", &self.jwt_audience)

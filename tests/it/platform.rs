@@ -201,9 +201,8 @@ async fn rs256_key_refuses_hs_tokens_and_accepts_its_own(pool: PgPool) {
     expect(app.get("/api/me", &token), 200).await;
 }
 
-#[sqlx::test]
-async fn es256_via_jwks_file_and_default_tenant(pool: PgPool) {
-    // Build a JWKS document from the EC public key's coordinates.
+/// A JWKS document holding the fixture EC public key under each of `kids`.
+fn es256_jwks(kids: &[&str]) -> Value {
     let pem = std::fs::read_to_string(fixture("es256-public.pem")).expect("key");
     let der = base64::engine::general_purpose::STANDARD
         .decode(
@@ -213,8 +212,28 @@ async fn es256_via_jwks_file_and_default_tenant(pool: PgPool) {
         )
         .expect("der");
     let point = &der[der.len() - 65..];
-    let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "use": "sig",
-        "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..])}]});
+    let keys: Vec<Value> = kids
+        .iter()
+        .map(|kid| {
+            json!({"kty": "EC", "crv": "P-256", "kid": kid, "use": "sig",
+                   "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..])})
+        })
+        .collect();
+    json!({ "keys": keys })
+}
+
+/// An ES256 token signed with the fixture key under `kid`.
+fn es256_token(kid: &str, claims: &Value) -> String {
+    let key = EncodingKey::from_ec_pem(&std::fs::read(fixture("es256-private.pem")).expect("key"))
+        .expect("ec key");
+    let mut header = jsonwebtoken::Header::new(Algorithm::ES256);
+    header.kid = Some(kid.into());
+    jsonwebtoken::encode(&header, claims, &key).expect("sign")
+}
+
+#[sqlx::test]
+async fn es256_via_jwks_file_and_default_tenant(pool: PgPool) {
+    let jwks = es256_jwks(&["k1"]);
     let dir = std::env::temp_dir().join(format!("mnemo-jwks-{}", uuid::Uuid::now_v7()));
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("jwks.json");
@@ -226,21 +245,14 @@ async fn es256_via_jwks_file_and_default_tenant(pool: PgPool) {
         c.default_tenant = Some("public".into());
     })
     .await;
-    let key = EncodingKey::from_ec_pem(&std::fs::read(fixture("es256-private.pem")).expect("key"))
-        .expect("ec key");
-    let mut header = jsonwebtoken::Header::new(Algorithm::ES256);
-    header.kid = Some("k1".into());
     let claims = json!({"sub": "supabase-user", "exp": now() + 600, "role": "authenticated"});
-    let token = jsonwebtoken::encode(&header, &claims, &key).expect("sign");
-    let body = expect(app.get("/api/me", &token), 200).await;
+    let body = expect(app.get("/api/me", &es256_token("k1", &claims)), 200).await;
     assert_eq!(
         body["tenant_id"], "public",
         "tokens without a tenant claim get the default"
     );
 
-    header.kid = Some("unknown".into());
-    let token = jsonwebtoken::encode(&header, &claims, &key).expect("sign");
-    let body = expect_problem(app.get("/api/me", &token), 401).await;
+    let body = expect_problem(app.get("/api/me", &es256_token("unknown", &claims)), 401).await;
     assert!(
         body["detail"]
             .as_str()
@@ -248,6 +260,68 @@ async fn es256_via_jwks_file_and_default_tenant(pool: PgPool) {
             .contains("kid `unknown`")
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A JWKS URL is fetched at start, cached, and fetched again when a token names an unknown `kid`
+/// (key rotation); a kid that is still unknown after the refresh is 401.
+#[sqlx::test]
+async fn jwks_url_is_cached_and_refreshed_on_key_rotation(pool: PgPool) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let served = Arc::new(Mutex::new(es256_jwks(&["k1"])));
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let router = {
+        let (served, fetches) = (served.clone(), fetches.clone());
+        axum::Router::new().route(
+            "/.well-known/jwks.json",
+            axum::routing::get(move || {
+                let (served, fetches) = (served.clone(), fetches.clone());
+                async move {
+                    fetches.fetch_add(1, Ordering::SeqCst);
+                    axum::Json(served.lock().expect("lock").clone())
+                }
+            }),
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!(
+        "http://{}/.well-known/jwks.json",
+        listener.local_addr().expect("addr")
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let app = TestApp::with_config(pool, |c| {
+        c.jwt_secret = None;
+        c.jwt_jwks = Some(url.clone());
+        c.jwt_jwks_min_refresh_secs = 0;
+    })
+    .await;
+    assert_eq!(fetches.load(Ordering::SeqCst), 1, "fetched once at start");
+    let claims = json!({"sub": "u", "tenant_id": "t", "exp": now() + 600});
+    expect(app.get("/api/me", &es256_token("k1", &claims)), 200).await;
+    expect(app.get("/api/me", &es256_token("k1", &claims)), 200).await;
+    assert_eq!(
+        fetches.load(Ordering::SeqCst),
+        1,
+        "known kids are served from the cache"
+    );
+
+    // The issuer rotates in k2: the first k2 token makes mnemo fetch the set again.
+    *served.lock().expect("lock") = es256_jwks(&["k1", "k2"]);
+    expect(app.get("/api/me", &es256_token("k2", &claims)), 200).await;
+    assert_eq!(fetches.load(Ordering::SeqCst), 2);
+
+    let body = expect_problem(app.get("/api/me", &es256_token("k9", &claims)), 401).await;
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("kid `k9`"),
+        "{body}"
+    );
 }
 
 /// The tenancy guarantee: a query with no tenant or user filter, run in a scoped transaction on a
