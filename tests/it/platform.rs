@@ -724,3 +724,31 @@ async fn ending_read_only_leaks_no_scope_to_the_next_user(pool: PgPool) {
         "the role switch ended with the transaction"
     );
 }
+
+/// A request that outlives `MNEMO_REQUEST_TIMEOUT_SECS` is stopped and answered 408 problem+json.
+#[sqlx::test]
+async fn slow_requests_time_out_with_408(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| c.request_timeout_secs = 1).await;
+    let router = axum::Router::new().route(
+        "/api/stuck",
+        axum::routing::get(|| async {
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+            "never"
+        }),
+    );
+    let layered = mnemo::http::layered(router, app.state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/api/stuck", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, layered).await });
+    let token = app.token("t", "u");
+    let body = expect_problem(app.client.get(url).bearer_auth(&token), 408).await;
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("too long"),
+        "{body}"
+    );
+}
