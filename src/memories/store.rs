@@ -272,20 +272,41 @@ struct Written {
     updated_at: DateTime<Utc>,
 }
 
+/// The chunks of a prepared memory as column arrays, bound to the `unnest(...)` of the inserts.
+struct ChunkColumns<'a> {
+    byte_starts: Vec<i64>,
+    byte_lens: Vec<i32>,
+    line_starts: Vec<i64>,
+    line_ends: Vec<i64>,
+    texts: Vec<&'a str>,
+}
+
+impl<'a> ChunkColumns<'a> {
+    fn of(p: &'a Prepared) -> Self {
+        let n = p.chunks.len();
+        let mut columns = ChunkColumns {
+            byte_starts: Vec::with_capacity(n),
+            byte_lens: Vec::with_capacity(n),
+            line_starts: Vec::with_capacity(n),
+            line_ends: Vec::with_capacity(n),
+            texts: Vec::with_capacity(n),
+        };
+        for chunk in &p.chunks {
+            columns.byte_starts.push(chunk.byte_start as i64);
+            columns
+                .byte_lens
+                .push(i32::try_from(chunk.byte_len).unwrap_or(i32::MAX));
+            columns.line_starts.push(chunk.line_start as i64);
+            columns.line_ends.push(chunk.line_end as i64);
+            columns.texts.push(chunk.text(&p.content));
+        }
+        columns
+    }
+}
+
 /// Inserts the memory row and all its chunks in one statement. `None` when the key exists.
 async fn insert(conn: &mut PgConnection, p: &Prepared, key: &str) -> ApiResult<Option<Written>> {
-    let mut byte_starts = Vec::with_capacity(p.chunks.len());
-    let mut byte_lens = Vec::with_capacity(p.chunks.len());
-    let mut line_starts = Vec::with_capacity(p.chunks.len());
-    let mut line_ends = Vec::with_capacity(p.chunks.len());
-    let mut texts = Vec::with_capacity(p.chunks.len());
-    for chunk in &p.chunks {
-        byte_starts.push(chunk.byte_start as i64);
-        byte_lens.push(i32::try_from(chunk.byte_len).unwrap_or(i32::MAX));
-        line_starts.push(chunk.line_start as i64);
-        line_ends.push(chunk.line_end as i64);
-        texts.push(chunk.text(&p.content));
-    }
+    let columns = ChunkColumns::of(p);
     let written = sqlx::query_as::<_, Written>(
         "WITH m AS (
              INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, agent_id, thread_id,
@@ -317,11 +338,11 @@ async fn insert(conn: &mut PgConnection, p: &Prepared, key: &str) -> ApiResult<O
     .bind(p.token_count)
     .bind(&p.sha256)
     .bind(i32::try_from(p.chunks.len()).unwrap_or(i32::MAX))
-    .bind(&byte_starts)
-    .bind(&byte_lens)
-    .bind(&line_starts)
-    .bind(&line_ends)
-    .bind(&texts)
+    .bind(&columns.byte_starts)
+    .bind(&columns.byte_lens)
+    .bind(&columns.line_starts)
+    .bind(&columns.line_ends)
+    .bind(&columns.texts)
     .fetch_optional(&mut *conn)
     .await?;
     Ok(written)
@@ -497,18 +518,7 @@ async fn replace(conn: &mut PgConnection, id: Uuid, p: &Prepared) -> ApiResult<W
     .bind(id)
     .execute(&mut *conn)
     .await?;
-    let mut byte_starts = Vec::with_capacity(p.chunks.len());
-    let mut byte_lens = Vec::with_capacity(p.chunks.len());
-    let mut line_starts = Vec::with_capacity(p.chunks.len());
-    let mut line_ends = Vec::with_capacity(p.chunks.len());
-    let mut texts = Vec::with_capacity(p.chunks.len());
-    for chunk in &p.chunks {
-        byte_starts.push(chunk.byte_start as i64);
-        byte_lens.push(i32::try_from(chunk.byte_len).unwrap_or(i32::MAX));
-        line_starts.push(chunk.line_start as i64);
-        line_ends.push(chunk.line_end as i64);
-        texts.push(chunk.text(&p.content));
-    }
+    let columns = ChunkColumns::of(p);
     let written = sqlx::query_as::<_, Written>(
         "WITH m AS (
              UPDATE agent_memories
@@ -540,11 +550,11 @@ async fn replace(conn: &mut PgConnection, id: Uuid, p: &Prepared) -> ApiResult<W
     .bind(p.token_count)
     .bind(&p.sha256)
     .bind(i32::try_from(p.chunks.len()).unwrap_or(i32::MAX))
-    .bind(&byte_starts)
-    .bind(&byte_lens)
-    .bind(&line_starts)
-    .bind(&line_ends)
-    .bind(&texts)
+    .bind(&columns.byte_starts)
+    .bind(&columns.byte_lens)
+    .bind(&columns.line_starts)
+    .bind(&columns.line_ends)
+    .bind(&columns.texts)
     .fetch_one(&mut *conn)
     .await?;
     Ok(written)
