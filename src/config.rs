@@ -89,6 +89,8 @@ pub struct Config {
     pub conversations: crate::conversations::ConversationsConfig,
     #[command(flatten)]
     pub tasks: crate::tasks::TasksConfig,
+    #[command(flatten)]
+    pub embed: crate::embed::EmbedConfig,
 }
 
 impl Config {
@@ -137,6 +139,7 @@ impl Config {
         self.notes.validate()?;
         self.conversations.validate()?;
         self.tasks.validate()?;
+        self.embed.validate()?;
         Ok(())
     }
 
@@ -182,6 +185,7 @@ impl Config {
             notes: Default::default(),
             conversations: Default::default(),
             tasks: Default::default(),
+            embed: Default::default(),
         }
     }
 }
@@ -232,6 +236,7 @@ impl fmt::Debug for Config {
             .field("notes", &self.notes)
             .field("conversations", &self.conversations)
             .field("tasks", &self.tasks)
+            .field("embed", &self.embed)
             .finish()
     }
 }

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod config;
 pub mod conversations;
 pub mod db;
+pub mod embed;
 pub mod error;
 pub mod extract;
 pub mod http;
