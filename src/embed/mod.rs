@@ -13,6 +13,7 @@
 mod bert;
 pub mod config;
 mod local;
+mod openai;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,7 +83,7 @@ impl Embedder {
                     config.batch,
                 )?)
             }
-            EmbedderKind::Openai => anyhow::bail!("MNEMO_EMBEDDER=openai is not supported yet"),
+            EmbedderKind::Openai => Arc::new(openai::OpenAiBackend::from_config(config)?),
         };
         Ok(Some(Embedder { backend }))
     }
