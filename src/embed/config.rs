@@ -29,15 +29,24 @@ pub struct EmbedConfig {
 
     /// `local`: the model folder (holding model.safetensors, tokenizer.json and config.json) that
     /// `scripts/model` prints; `openai`: the model name sent with each request.
-    #[arg(long = "embedding-model", env = "MNEMO_EMBEDDING_MODEL")]
+    #[arg(
+        id = "embedding_model",
+        long = "embedding-model",
+        env = "MNEMO_EMBEDDING_MODEL"
+    )]
     pub model: Option<String>,
 
     /// `openai`: base URL of the API (`.../v1`); requests go to `{base}/embeddings`.
-    #[arg(long = "embedding-base-url", env = "MNEMO_EMBEDDING_BASE_URL")]
+    #[arg(
+        id = "embedding_base_url",
+        long = "embedding-base-url",
+        env = "MNEMO_EMBEDDING_BASE_URL"
+    )]
     pub base_url: Option<String>,
 
     /// `openai`: API key sent as a bearer token.
     #[arg(
+        id = "embedding_api_key",
         long = "embedding-api-key",
         env = "MNEMO_EMBEDDING_API_KEY",
         hide_env_values = true
@@ -46,11 +55,16 @@ pub struct EmbedConfig {
 
     /// `openai`: vector size, also sent as `dimensions` in each request. Unset: learned from one
     /// probe request at startup (which then must succeed).
-    #[arg(long = "embedding-dimensions", env = "MNEMO_EMBEDDING_DIMENSIONS")]
+    #[arg(
+        id = "embedding_dimensions",
+        long = "embedding-dimensions",
+        env = "MNEMO_EMBEDDING_DIMENSIONS"
+    )]
     pub dimensions: Option<usize>,
 
     /// `local`: threads the model runs on (requests to the HTTP API keep the other cores).
     #[arg(
+        id = "embedding_threads",
         long = "embedding-threads",
         env = "MNEMO_EMBEDDING_THREADS",
         default_value_t = 1
@@ -59,6 +73,7 @@ pub struct EmbedConfig {
 
     /// Texts per model call (`local`: per forward pass; `openai`: per request).
     #[arg(
+        id = "embedding_batch",
         long = "embedding-batch",
         env = "MNEMO_EMBEDDING_BATCH",
         default_value_t = 32
@@ -67,6 +82,7 @@ pub struct EmbedConfig {
 
     /// `openai`: seconds one request may take before it is abandoned (and retried).
     #[arg(
+        id = "embedding_timeout_secs",
         long = "embedding-timeout-secs",
         env = "MNEMO_EMBEDDING_TIMEOUT_SECS",
         default_value_t = 30
@@ -241,6 +257,42 @@ mod tests {
         assert_eq!(parsed.embedder, EmbedderKind::Openai);
         assert_eq!(parsed.dimensions, Some(256));
         assert!(<Cli as clap::Parser>::try_parse_from(["mnemo", "--embedder", "magic"]).is_err());
+    }
+
+    /// Inside the full configuration the embedding settings stay apart from the LLM ones that
+    /// share field names (`model`, `base_url`, `api_key`).
+    #[test]
+    fn settings_do_not_collide_with_the_llm_ones() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            config: crate::config::Config,
+        }
+        let config = <Cli as clap::Parser>::try_parse_from([
+            "mnemo",
+            "--embedder",
+            "openai",
+            "--embedding-model",
+            "embedder-model",
+            "--embedding-base-url",
+            "http://127.0.0.1:9/v1",
+            "--llm-model",
+            "chat-model",
+            "--llm-base-url",
+            "http://127.0.0.1:8/v1",
+        ])
+        .expect("parses")
+        .config;
+        assert_eq!(config.embed.model.as_deref(), Some("embedder-model"));
+        assert_eq!(
+            config.embed.base_url.as_deref(),
+            Some("http://127.0.0.1:9/v1")
+        );
+        assert_eq!(config.llm.model.as_deref(), Some("chat-model"));
+        assert_eq!(
+            config.llm.base_url.as_deref(),
+            Some("http://127.0.0.1:8/v1")
+        );
     }
 
     #[test]
