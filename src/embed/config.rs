@@ -31,6 +31,7 @@ pub struct EmbedConfig {
     /// `scripts/model` prints; `openai`: the model name sent with each request.
     #[arg(
         id = "embedding_model",
+        value_name = "EMBEDDING_MODEL",
         long = "embedding-model",
         env = "MNEMO_EMBEDDING_MODEL"
     )]
@@ -39,6 +40,7 @@ pub struct EmbedConfig {
     /// `openai`: base URL of the API (`.../v1`); requests go to `{base}/embeddings`.
     #[arg(
         id = "embedding_base_url",
+        value_name = "EMBEDDING_BASE_URL",
         long = "embedding-base-url",
         env = "MNEMO_EMBEDDING_BASE_URL"
     )]
@@ -47,6 +49,7 @@ pub struct EmbedConfig {
     /// `openai`: API key sent as a bearer token.
     #[arg(
         id = "embedding_api_key",
+        value_name = "EMBEDDING_API_KEY",
         long = "embedding-api-key",
         env = "MNEMO_EMBEDDING_API_KEY",
         hide_env_values = true
@@ -57,6 +60,7 @@ pub struct EmbedConfig {
     /// probe request at startup (which then must succeed).
     #[arg(
         id = "embedding_dimensions",
+        value_name = "EMBEDDING_DIMENSIONS",
         long = "embedding-dimensions",
         env = "MNEMO_EMBEDDING_DIMENSIONS"
     )]
@@ -65,6 +69,7 @@ pub struct EmbedConfig {
     /// `local`: threads the model runs on (requests to the HTTP API keep the other cores).
     #[arg(
         id = "embedding_threads",
+        value_name = "EMBEDDING_THREADS",
         long = "embedding-threads",
         env = "MNEMO_EMBEDDING_THREADS",
         default_value_t = 1
@@ -74,6 +79,7 @@ pub struct EmbedConfig {
     /// Texts per model call (`local`: per forward pass; `openai`: per request).
     #[arg(
         id = "embedding_batch",
+        value_name = "EMBEDDING_BATCH",
         long = "embedding-batch",
         env = "MNEMO_EMBEDDING_BATCH",
         default_value_t = 32
@@ -83,6 +89,7 @@ pub struct EmbedConfig {
     /// `openai`: seconds one request may take before it is abandoned (and retried).
     #[arg(
         id = "embedding_timeout_secs",
+        value_name = "EMBEDDING_TIMEOUT_SECS",
         long = "embedding-timeout-secs",
         env = "MNEMO_EMBEDDING_TIMEOUT_SECS",
         default_value_t = 30
