@@ -7,6 +7,7 @@ pub mod auth;
 pub mod config;
 pub mod conversations;
 pub mod db;
+pub mod embed;
 pub mod error;
 pub mod extract;
 pub mod http;
@@ -17,6 +18,7 @@ pub mod notes;
 pub mod openapi;
 pub mod pagination;
 pub mod platform;
+pub mod search;
 pub mod state;
 pub mod tasks;
 

@@ -242,7 +242,14 @@ async fn archive(
         .get(&principal.tenant_id, &principal.user_id, &session_id)
         .map(|(v, m)| (Some(v), m));
     let mut tx = Scoped::begin(&state.pool, principal).await?;
-    let archived = store::archive(&mut tx, &session_id, &agent, &batch).await?;
+    let archived = store::archive(
+        &mut tx,
+        &session_id,
+        &agent,
+        &batch,
+        state.embedder.is_some(),
+    )
+    .await?;
     tx.commit().await?;
     chat::remember_archive(state, principal, &session_id, before, &batch, &archived);
     Ok(ArchiveResponse {
