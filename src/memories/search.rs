@@ -106,12 +106,13 @@ fn bind_filters<'q>(
 /// Keyword candidates: each matching memory once, at its best chunk or its summary, best first.
 /// With `only` set, just those memories are scored (the other side's candidates).
 ///
-/// The rank is BM25 over the caller's summaries and chunks (k1 = 1.2, b = 0.75): each query
-/// term a text holds adds its inverse document frequency, damped by the text's length against
-/// the average, so rare terms weigh most and texts holding more of the terms rank higher. The
-/// document frequencies come from the matching texts themselves (a text holding a query term
-/// matches the OR query), the corpus size from the caller's texts. Term frequency counts as
-/// presence: conversation turns and log chunks rarely repeat a word to mean it more.
+/// The rank is the sum of the inverse document frequencies of the query terms a text holds
+/// (BM25 with term frequency counted as presence and no length normalisation, b = 0): rare
+/// terms weigh most and texts holding more of the terms rank higher. Measured on the project's
+/// retrieval evaluation (`scripts/eval`, recall@10): this 0.69, BM25 with b = 0.75 0.62 (it
+/// penalises the longer turns that carry facts), `ts_rank_cd` 0.66 (no idf; ties broken by
+/// age). Document frequencies come from the matching texts themselves (a text holding a query
+/// term matches the OR query), the corpus size from the caller's texts.
 async fn keyword_candidates(
     conn: &mut PgConnection,
     text: &TextQuery,
@@ -140,7 +141,7 @@ async fn keyword_candidates(
              FROM q, unnest(q.terms) AS t(term)
              WHERE position(E'\\\\' in t.term) = 0
          ), matches AS MATERIALIZED (
-             SELECT h.memory_id, h.byte_start, length(h.tsv) AS len, t.term
+             SELECT h.memory_id, h.byte_start, t.term
              FROM hits h JOIN terms t ON h.tsv @@ t.tq
          ), df AS (
              SELECT term, count(*) AS n FROM matches GROUP BY term
@@ -150,15 +151,13 @@ async fn keyword_candidates(
                          WHERE c.tenant_id = current_setting('mnemo.tenant')
                            AND c.user_id = current_setting('mnemo.user'))
                         + (SELECT count(*) FROM mem),
-                        (SELECT count(*) FROM hits)) AS n,
-                    greatest((SELECT avg(length(tsv)) FROM hits), 1) AS avgdl
+                        (SELECT count(*) FROM hits)) AS n
          ), scored AS (
              SELECT m.memory_id, m.byte_start,
-                    sum(ln(1 + (stats.n - df.n + 0.5) / (df.n + 0.5))
-                        * 2.2 / (1 + 1.2 * (0.25 + 0.75 * m.len / stats.avgdl))) AS score
+                    sum(ln(1 + (stats.n - df.n + 0.5) / (df.n + 0.5))) AS score
              FROM matches m JOIN df USING (term) CROSS JOIN stats
              WHERE ($10::uuid[] IS NULL OR m.memory_id = ANY($10))
-             GROUP BY m.memory_id, m.byte_start, stats.n, stats.avgdl
+             GROUP BY m.memory_id, m.byte_start
          ), best AS (
              -- A memory once: scored by its best hit, shown at its best content chunk when the
              -- content matched (a chunk has a line range to read), else at its summary.
