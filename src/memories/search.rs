@@ -9,6 +9,7 @@ use super::model::{NextPage, SearchFilters, SearchHit, SearchRequest, SearchResu
 use super::placeholder;
 use super::store::check_metadata;
 use crate::error::{ApiError, ApiResult};
+use crate::search::query::{QUERY_CTE, idf_ranking};
 use crate::search::{Candidate, QueryVector, SearchMode, TextQuery, fuse};
 
 /// Highlight markers of snippets.
@@ -106,25 +107,21 @@ fn bind_filters<'q>(
 /// Keyword candidates: each matching memory once, at its best chunk or its summary, best first.
 /// With `only` set, just those memories are scored (the other side's candidates).
 ///
-/// The rank is the sum of the inverse document frequencies of the query terms a text holds
-/// (BM25 with term frequency counted as presence and no length normalisation, b = 0): rare
-/// terms weigh most and texts holding more of the terms rank higher. Measured on the project's
-/// retrieval evaluation (`scripts/eval`, recall@10): this 0.69, BM25 with b = 0.75 0.62 (it
-/// penalises the longer turns that carry facts), `ts_rank_cd` 0.66 (no idf; ties broken by
-/// age). Document frequencies come from the matching texts themselves (a text holding a query
-/// term matches the OR query), the corpus size from the caller's texts.
+/// The rank is [`idf_ranking`]'s: the idf sum of the query terms a text holds.
 async fn keyword_candidates(
     conn: &mut PgConnection,
     text: &TextQuery,
     filters: &Filters,
     only: Option<&[Uuid]>,
 ) -> ApiResult<Vec<Scored>> {
+    let ranking = idf_ranking(
+        "memory_id, byte_start",
+        "SELECT count(*) FROM agent_memory_chunks c
+         WHERE c.tenant_id = current_setting('mnemo.tenant')
+           AND c.user_id = current_setting('mnemo.user')",
+    );
     let sql = format!(
-        "WITH q AS (
-             SELECT pos, pos && websearch_to_tsquery('english', mnemo_memory_search_text($2)) AS q,
-                    tsvector_to_array(to_tsvector('english', mnemo_memory_search_text($1))) AS terms
-             FROM websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS pos
-         ), {MEMORIES}, hits AS MATERIALIZED (
+        "WITH {QUERY_CTE}, {MEMORIES}, hits AS MATERIALIZED (
              SELECT c.memory_id, c.byte_start, c.tsv
              FROM agent_memory_chunks c, q
              WHERE c.tenant_id = current_setting('mnemo.tenant')
@@ -135,38 +132,16 @@ async fn keyword_candidates(
              SELECT mem.id, NULL, mem.summary_tsv
              FROM mem, q
              WHERE numnode(q.pos) > 0 AND mem.summary_tsv @@ q.q
-         ), terms AS (
-             -- Lexemes quoted as tsquery literals; one with a backslash cannot be, and is skipped.
-             SELECT t.term, quote_literal(t.term)::tsquery AS tq
-             FROM q, unnest(q.terms) AS t(term)
-             WHERE position(E'\\\\' in t.term) = 0
-         ), matches AS MATERIALIZED (
-             SELECT h.memory_id, h.byte_start, t.term
-             FROM hits h JOIN terms t ON h.tsv @@ t.tq
-         ), df AS (
-             SELECT term, count(*) AS n FROM matches GROUP BY term
-         ), stats AS (
-             SELECT greatest(
-                        (SELECT count(*) FROM agent_memory_chunks c
-                         WHERE c.tenant_id = current_setting('mnemo.tenant')
-                           AND c.user_id = current_setting('mnemo.user'))
-                        + (SELECT count(*) FROM mem),
-                        (SELECT count(*) FROM hits)) AS n
-         ), scored AS (
-             SELECT m.memory_id, m.byte_start,
-                    sum(ln(1 + (stats.n - df.n + 0.5) / (df.n + 0.5))) AS score
-             FROM matches m JOIN df USING (term) CROSS JOIN stats
-             WHERE ($10::uuid[] IS NULL OR m.memory_id = ANY($10))
-             GROUP BY m.memory_id, m.byte_start
-         ), best AS (
+         ), {ranking}, best AS (
              -- A memory once: scored by its best hit, shown at its best content chunk when the
              -- content matched (a chunk has a line range to read), else at its summary.
              SELECT DISTINCT ON (memory_id) memory_id, byte_start,
                     max(score) OVER (PARTITION BY memory_id) AS score
              FROM scored
+             WHERE $10::uuid[] IS NULL OR memory_id = ANY($10)
              ORDER BY memory_id, byte_start IS NULL, score DESC, byte_start
          )
-         SELECT memory_id, byte_start, score::real AS score FROM best
+         SELECT memory_id, byte_start, score FROM best
          ORDER BY score DESC, memory_id DESC LIMIT $11"
     );
     let query = sqlx::query_as::<_, Scored>(&sql)

@@ -92,14 +92,14 @@ struct Text {
 type Embedded<'a> = (&'a Text, Vec<f32>);
 
 /// What one pass did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pass {
     /// Nothing was due.
     Idle,
     /// Outbox rows done, chunks embedded.
     Done { rows: usize, chunks: usize },
-    /// The embedder or the database failed; the rows were scheduled again.
-    Failed,
+    /// The embedder or the database failed (why); the rows wait for a later attempt.
+    Failed(String),
 }
 
 /// Opens a transaction as the indexer role.
@@ -218,7 +218,7 @@ pub async fn run_once(pool: &PgPool, embedder: &Embedder, stats: &IndexerStats) 
         Err(err) => {
             stats.failures.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %err, "embedding batch failed; it will be retried");
-            Pass::Failed
+            Pass::Failed(err)
         }
     }
 }
@@ -356,6 +356,39 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
     .execute(&mut *tx)
     .await
     .map_err(|e| e.to_string())?;
+    let s_tenants: Vec<&str> = claimed
+        .iter()
+        .filter(|c| c.session_id.is_some())
+        .map(|c| c.tenant_id.as_str())
+        .collect();
+    let s_users: Vec<&str> = claimed
+        .iter()
+        .filter(|c| c.session_id.is_some())
+        .map(|c| c.user_id.as_str())
+        .collect();
+    let s_sessions: Vec<&str> = claimed
+        .iter()
+        .filter_map(|c| c.session_id.as_deref())
+        .collect();
+    let s_messages: Vec<&str> = claimed
+        .iter()
+        .filter_map(|c| c.message_id.as_deref())
+        .collect();
+    sqlx::query(
+        "DELETE FROM message_vectors v
+         USING unnest($1::text[], $2::text[], $3::text[], $4::text[])
+               AS o(tenant_id, user_id, session_id, message_id)
+         WHERE v.tenant_id = o.tenant_id AND v.user_id = o.user_id
+           AND v.session_id = o.session_id AND v.message_id = o.message_id AND v.model = $5",
+    )
+    .bind(&s_tenants)
+    .bind(&s_users)
+    .bind(&s_sessions)
+    .bind(&s_messages)
+    .bind(model)
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| e.to_string())?;
     let (chunks, notes): (Vec<Embedded>, Vec<Embedded>) = texts
         .iter()
         .zip(vectors)
@@ -389,8 +422,7 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
              SELECT u.tenant_id, u.user_id, u.session_id, u.message_id, $6, u.embedding
              FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::vector[])
                   AS u(tenant_id, user_id, session_id, message_id, embedding)
-             ON CONFLICT (tenant_id, user_id, session_id, message_id, model)
-             DO UPDATE SET embedding = EXCLUDED.embedding, embedded_at = now()",
+             ON CONFLICT DO NOTHING",
         )
         .bind(notes.iter().map(|(t, _)| t.tenant_id.as_str()).collect::<Vec<_>>())
         .bind(notes.iter().map(|(t, _)| t.user_id.as_str()).collect::<Vec<_>>())
@@ -460,7 +492,7 @@ pub async fn run(
                 Duration::ZERO
             }
             Pass::Idle => IDLE_POLL,
-            Pass::Failed => {
+            Pass::Failed(_) => {
                 failures = failures.saturating_add(1);
                 Duration::from_millis(500u64.saturating_mul(1 << failures.min(6)))
             }

@@ -70,7 +70,7 @@ async fn drain(app: &TestApp) -> usize {
         match indexer::run_once(&app.pool, &embedder, &stats).await {
             Pass::Done { chunks, .. } => embedded += chunks,
             Pass::Idle => return embedded,
-            Pass::Failed => panic!("indexing failed"),
+            Pass::Failed(error) => panic!("indexing failed: {error}"),
         }
     }
     panic!("the outbox did not drain");
@@ -321,10 +321,8 @@ async fn a_failing_embedder_degrades_to_keyword(pool: PgPool) {
     }
     // The indexer fails, and the rows wait for a later attempt instead of being lost.
     let stats = IndexerStats::default();
-    assert_eq!(
-        indexer::run_once(&app.pool, app.state.embedder.as_ref().unwrap(), &stats).await,
-        Pass::Failed
-    );
+    let pass = indexer::run_once(&app.pool, app.state.embedder.as_ref().unwrap(), &stats).await;
+    assert!(matches!(pass, Pass::Failed(_)), "{pass:?}");
     let (waiting, attempts): (i64, i32) =
         sqlx::query_as("SELECT count(*), min(attempts) FROM embedding_outbox")
             .fetch_one(&app.pool)
@@ -375,4 +373,121 @@ async fn the_outbox_survives_a_restart_and_backfill_covers_old_rows(pool: PgPool
     // Reindexing drops every vector and embeds everything again.
     assert_eq!(indexer::requeue_all(&second.pool).await.unwrap(), 6);
     assert_eq!(drain(&second).await, 6);
+}
+
+const ARCHIVE: &str = "/api/chat/session/archive_messages";
+const CHAT_SEARCH: &str = "/api/chat/search";
+
+async fn archive(app: &TestApp, token: &str, session: &str, messages: &[(&str, &str, &str)]) {
+    let batch: Vec<Value> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, (id, sender, text))| {
+            json!({"id": id, "sender": sender, "text": text,
+                   "timestamp": format!("2026-03-0{}T10:00:{:02}Z", session.len() % 9 + 1, i)})
+        })
+        .collect();
+    expect(
+        app.post(ARCHIVE, token)
+            .json(&json!({"session_id": session, "messages_batch": batch})),
+        200,
+    )
+    .await;
+}
+
+/// Conversation messages are searchable across sessions, each hit with its neighbours.
+#[sqlx::test]
+async fn chat_search_finds_messages_across_sessions(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(128)).await;
+    let alice = app.token("acme", "alice");
+    archive(
+        &app,
+        &alice,
+        "trip",
+        &[
+            ("m1", "user", "We should plan the summer trip soon"),
+            ("m2", "ai", "Sure. Where would you like to go?"),
+            ("m3", "user", "My sister recommended Lisbon for the food"),
+            ("m4", "ai", "Lisbon is lovely in June."),
+        ],
+    )
+    .await;
+    archive(
+        &app,
+        &alice,
+        "work",
+        &[
+            ("w1", "user", "The quarterly report is due Friday"),
+            ("w2", "ai", "I can draft the summary section."),
+        ],
+    )
+    .await;
+    let bob = app.token("acme", "bob");
+    archive(
+        &app,
+        &bob,
+        "trip",
+        &[("b1", "user", "Lisbon sister food recommended")],
+    )
+    .await;
+
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice)
+            .json(&json!({"query": "Which city did my sister recommend?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    let hit = &found["hits"][0];
+    assert_eq!(hit["session_id"], "trip", "{found}");
+    assert_eq!(hit["message_id"], "m3");
+    assert_eq!(hit["sender"], "user");
+    assert_eq!(hit["previous_message_id"], "m2");
+    assert_eq!(hit["next_message_id"], "m4");
+    assert!(
+        hit["snippet"].as_str().unwrap().contains("**sister**"),
+        "{hit}"
+    );
+    assert!(
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["message_id"] != "b1"),
+        "bob's message never shows: {found}"
+    );
+    // Filters.
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice).json(
+            &json!({"query": "report summary Lisbon", "session_id": "work", "mode": "keyword"}),
+        ),
+        200,
+    )
+    .await;
+    assert!(
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["session_id"] == "work"),
+        "{found}"
+    );
+    // Semantic once the indexer has embedded the messages.
+    assert_eq!(drain(&app).await, 7);
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice)
+            .json(&json!({"query": "quarterly report", "mode": "semantic", "limit": 1})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"][0]["message_id"], "w1", "{found}");
+    assert!(found["hits"][0]["similarity"].as_f64().unwrap() > 0.5);
+    assert_eq!(found["has_more"], true);
+    for (body, field) in [
+        (json!({"query": "x", "mode": "nope"}), "mode"),
+        (json!({"query": " "}), "query"),
+        (json!({"query": "x", "limit": 101}), "limit"),
+    ] {
+        let problem = expect_problem(app.post(CHAT_SEARCH, &alice).json(&body), 422).await;
+        assert_eq!(problem["field"], field, "{body}");
+    }
 }
