@@ -48,6 +48,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(crate::notes::router())
         .merge(crate::conversations::router())
         .merge(crate::tasks::router())
+        .merge(crate::recall::router())
 }
 
 /// The complete application: API routes, Swagger UI at `/docs`, the spec at `/openapi.json`.

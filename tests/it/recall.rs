@@ -491,3 +491,110 @@ async fn chat_search_finds_messages_across_sessions(pool: PgPool) {
         assert_eq!(problem["field"], field, "{body}");
     }
 }
+
+/// One recall over every kind, each hit saying how to read more; another user's data never shows.
+#[sqlx::test]
+async fn recall_ranks_every_kind_in_one_list(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let alice = app.token("acme", "alice");
+    expect(
+        app.put("/api/memories/flights", &alice)
+            .json(&json!({"content": "Booked flights to Lisbon for June 12, seat 14C"})),
+        201,
+    )
+    .await;
+    archive(
+        &app,
+        &alice,
+        "trip",
+        &[("m1", "user", "Let's eat pastel de nata in Lisbon")],
+    )
+    .await;
+    expect(
+        app.post("/api/agents/travel/notes/operations", &alice).json(&json!({
+            "operation": "overwrite",
+            "content": "# Travel\n\n## Preferences\nwindow seats, vegetarian\n\n## Destinations\nLisbon in June, Porto later\n"
+        })),
+        200,
+    )
+    .await;
+    let task = expect(
+        app.post("/api/tasks", &alice)
+            .json(&json!({"name": "plan trip", "plan": ["book hotel"]})),
+        201,
+    )
+    .await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    expect(
+        app.post(&format!("/api/tasks/{task_id}/events"), &alice)
+            .json(&json!({"events": [{"step_narrative": "Compared hotels in Lisbon's Alfama district", "status": "COMPLETED"}]})),
+        201,
+    )
+    .await;
+    let bob = app.token("acme", "bob");
+    expect(
+        app.put("/api/memories/bobs", &bob)
+            .json(&json!({"content": "Lisbon Lisbon Lisbon"})),
+        201,
+    )
+    .await;
+
+    let found = expect(
+        app.post("/api/recall", &alice)
+            .json(&json!({"query": "What do I know about Lisbon?"})),
+        200,
+    )
+    .await;
+    let hits = found["hits"].as_array().unwrap();
+    let kinds: Vec<&str> = hits.iter().map(|h| h["kind"].as_str().unwrap()).collect();
+    for kind in ["memory", "message", "note", "task"] {
+        assert!(kinds.contains(&kind), "{kind} missing: {found}");
+    }
+    assert_eq!(hits.len(), 4, "{found}");
+    let memory = hits.iter().find(|h| h["kind"] == "memory").unwrap();
+    assert_eq!(memory["memory_key"], "flights");
+    assert!(
+        memory["placeholder"]
+            .as_str()
+            .unwrap()
+            .starts_with("[MemoryRef: flights - ")
+    );
+    let message = hits.iter().find(|h| h["kind"] == "message").unwrap();
+    assert_eq!(
+        (&message["session_id"], &message["message_id"]),
+        (&json!("trip"), &json!("m1"))
+    );
+    let note = hits.iter().find(|h| h["kind"] == "note").unwrap();
+    assert_eq!(note["agent_id"], "travel");
+    assert_eq!(note["header"], "## Destinations");
+    assert!(
+        note["snippet"].as_str().unwrap().contains("**Lisbon**"),
+        "{note}"
+    );
+    let task_hit = hits.iter().find(|h| h["kind"] == "task").unwrap();
+    assert_eq!(task_hit["task_id"], task_id);
+    assert_eq!(task_hit["source"], "event");
+    assert!(hits.iter().all(|h| h["memory_key"] != "bobs"));
+    assert!(hits.iter().all(|h| h["kind_rank"] == 1));
+
+    // Kinds and limit.
+    let found = expect(
+        app.post("/api/recall", &alice)
+            .json(&json!({"query": "Lisbon", "kinds": ["note", "message"], "limit": 1})),
+        200,
+    )
+    .await;
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1);
+    assert!(["note", "message"].contains(&hits[0]["kind"].as_str().unwrap()));
+    for (body, field) in [
+        (json!({"query": "x", "kinds": ["everything"]}), "kinds[0]"),
+        (json!({"query": "x", "kinds": []}), "kinds"),
+        (json!({"query": "x", "limit": 51}), "limit"),
+        (json!({"query": ""}), "query"),
+        (json!({"query": "x", "mode": "semantic"}), "mode"),
+    ] {
+        let problem = expect_problem(app.post("/api/recall", &alice).json(&body), 422).await;
+        assert_eq!(problem["field"], field, "{body}: {problem}");
+    }
+}
