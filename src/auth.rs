@@ -192,6 +192,13 @@ impl Verifier {
             .get("alg")
             .and_then(Value::as_str)
             .ok_or_else(|| ApiError::unauthorized("token header has no `alg`"))?;
+        if header.contains_key("crit") {
+            // RFC 7515 4.1.11: a recipient that does not understand a critical extension must
+            // reject the token, and mnemo understands none.
+            return Err(ApiError::unauthorized(
+                "token header has a `crit` extension this server does not understand",
+            ));
+        }
         if alg.eq_ignore_ascii_case("none") {
             return Err(ApiError::unauthorized(
                 "unsigned tokens (`alg: none`) are never accepted",
@@ -234,15 +241,14 @@ impl Verifier {
                     "token has no `sub` claim; it names the user",
                 ));
             }
-            Some(Value::String(sub)) => sub.trim().to_owned(),
+            Some(Value::String(sub)) => sub.clone(),
             Some(_) => return Err(ApiError::unauthorized("token `sub` claim is not a string")),
         };
         check_id("sub", &user_id)?;
 
         let claim_name = self.tenant_claim.join(".");
         let tenant_id = match lookup(claims, &self.tenant_claim) {
-            Some(Value::String(tenant)) => tenant.trim().to_owned(),
-            Some(Value::Number(n)) => n.to_string(),
+            Some(Value::String(tenant)) => tenant.clone(),
             None | Some(Value::Null) => match &self.default_tenant {
                 Some(tenant) => tenant.clone(),
                 None => {
@@ -262,7 +268,7 @@ impl Verifier {
         Ok(Principal {
             tenant_id,
             user_id,
-            scopes: scopes(claims),
+            scopes: scopes(claims)?,
         })
     }
 
@@ -460,30 +466,50 @@ fn check_id(claim: &str, id: &str) -> Result<(), ApiError> {
             "token `{claim}` claim contains control characters"
         )));
     }
+    // Identities are compared byte for byte and never trimmed, so `"acme "` would be a tenant of
+    // its own beside `acme`. Such values are refused rather than silently kept apart.
+    if id.starts_with(char::is_whitespace) || id.ends_with(char::is_whitespace) {
+        return Err(ApiError::unauthorized(format!(
+            "token `{claim}` claim starts or ends with whitespace"
+        )));
+    }
     Ok(())
 }
 
-/// `scope` (space-separated) and `scopes` (array or string) are both read. A token naming none of
-/// mnemo's scopes gets read and write on its own data.
-fn scopes(claims: &Map<String, Value>) -> Vec<Scope> {
+/// `scope`, `scp` (space-separated string or array) and `scopes` are all read. A token without either
+/// claim gets read and write on its own data; a token that names scopes but none of mnemo's
+/// (`memory:read`, `memory:write`, `admin`) is refused rather than read as unrestricted.
+fn scopes(claims: &Map<String, Value>) -> Result<Vec<Scope>, ApiError> {
     let mut names: Vec<&str> = Vec::new();
-    for claim in ["scope", "scopes"] {
+    let mut present = false;
+    for claim in ["scope", "scp", "scopes"] {
         match claims.get(claim) {
-            Some(Value::String(s)) => names.extend(s.split_whitespace()),
-            Some(Value::Array(items)) => names.extend(items.iter().filter_map(Value::as_str)),
+            Some(Value::String(s)) => {
+                present = true;
+                names.extend(s.split_whitespace());
+            }
+            Some(Value::Array(items)) => {
+                present = true;
+                names.extend(items.iter().filter_map(Value::as_str));
+            }
             _ => {}
         }
     }
     let mut found: Vec<Scope> = Vec::new();
-    for scope in names.into_iter().filter_map(Scope::parse) {
+    for scope in names.iter().copied().filter_map(Scope::parse) {
         if !found.contains(&scope) {
             found.push(scope);
         }
     }
     if found.is_empty() {
+        if present && !names.is_empty() {
+            return Err(ApiError::unauthorized(
+                "token names scopes, but none of `memory:read`, `memory:write`, `admin`",
+            ));
+        }
         found = vec![Scope::Read, Scope::Write];
     }
-    found
+    Ok(found)
 }
 
 /// Signs a development/ops token with the configured key (`mnemo token`).
@@ -598,9 +624,17 @@ mod tests {
     fn scopes_from_either_claim() {
         let claims: Map<String, Value> =
             serde_json::from_str(r#"{"scope":"openid memory:read","scopes":["admin"]}"#).unwrap();
-        assert_eq!(scopes(&claims), vec![Scope::Read, Scope::Admin]);
-        let none: Map<String, Value> = serde_json::from_str(r#"{"scope":"openid"}"#).unwrap();
-        assert_eq!(scopes(&none), vec![Scope::Read, Scope::Write]);
+        assert_eq!(scopes(&claims).unwrap(), vec![Scope::Read, Scope::Admin]);
+        let scp: Map<String, Value> = serde_json::from_str(r#"{"scp":["memory:read"]}"#).unwrap();
+        assert_eq!(scopes(&scp).unwrap(), vec![Scope::Read]);
+        let absent: Map<String, Value> = serde_json::from_str(r#"{"sub":"a"}"#).unwrap();
+        assert_eq!(scopes(&absent).unwrap(), vec![Scope::Read, Scope::Write]);
+        let empty: Map<String, Value> = serde_json::from_str(r#"{"scope":""}"#).unwrap();
+        assert_eq!(scopes(&empty).unwrap(), vec![Scope::Read, Scope::Write]);
+        for unknown in [r#"{"scope":"openid"}"#, r#"{"scope":"memory.read read"}"#] {
+            let claims: Map<String, Value> = serde_json::from_str(unknown).unwrap();
+            assert!(scopes(&claims).is_err(), "{unknown}");
+        }
     }
 
     #[test]

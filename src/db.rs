@@ -58,6 +58,16 @@ pub async fn migrations_applied(pool: &PgPool) -> Result<bool, sqlx::Error> {
     Ok(applied.unwrap_or(0) >= latest)
 }
 
+/// Checks that the pool's login may switch to `mnemo_app`, as every request does: a login
+/// lacking that membership would fail every request while the database itself answers.
+pub async fn can_switch_role(pool: &PgPool) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT set_config('role', 'mnemo_app', true)")
+        .execute(&mut *tx)
+        .await?;
+    tx.rollback().await
+}
+
 /// A transaction acting as one principal: row-level security limits it to that tenant and user.
 ///
 /// Dereferences to the connection, so `query.fetch_one(&mut *scoped)` works. Dropping it without
@@ -69,9 +79,22 @@ pub struct Scoped {
 impl Scoped {
     /// Opens the transaction: `BEGIN`, then one prepared statement that switches the role and
     /// sets the tenant and user, passed as bind parameters.
+    ///
+    /// When the connection turns out to be dead (the server restarted since it was pooled),
+    /// nothing has run yet, so this tries once more on another connection before giving up.
     pub async fn begin(pool: &PgPool, principal: &Principal) -> Result<Self, sqlx::Error> {
         check_id(&principal.tenant_id)?;
         check_id(&principal.user_id)?;
+        match Self::open(pool, principal).await {
+            Err(err) if crate::error::is_unavailable(&err) && !pool.is_closed() => {
+                tracing::debug!(error = %err, "opening a scoped transaction failed; retrying once");
+                Self::open(pool, principal).await
+            }
+            other => other,
+        }
+    }
+
+    async fn open(pool: &PgPool, principal: &Principal) -> Result<Self, sqlx::Error> {
         let mut tx = pool.begin().await?;
         sqlx::query(SET_SCOPE)
             .bind(&principal.tenant_id)

@@ -157,14 +157,38 @@ impl ApiError {
     }
 }
 
+/// Seconds a client is told to wait (`Retry-After`) when the database is busy or unreachable.
+pub const RETRY_AFTER_SECS: u64 = 2;
+
+/// Whether `err` means the database could not be reached or went away (a restart, a dropped
+/// connection, a full pool) rather than that the statement was wrong: such errors are 503.
+pub fn is_unavailable(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            // 08: connection exception; 57P01..57P03: the server is shutting down or starting;
+            // 53300: too many connections.
+            code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "53300")
+        }),
+        _ => false,
+    }
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
-        match &err {
-            sqlx::Error::PoolTimedOut => {
-                ApiError::unavailable("the database is busy; retry shortly")
-            }
-            _ => ApiError::Internal(anyhow::Error::new(err)),
+        if is_unavailable(&err) {
+            tracing::warn!(error = %err, "database unavailable");
+            let detail = match err {
+                sqlx::Error::PoolTimedOut => "the database is busy; retry shortly",
+                _ => "the database is unreachable; retry shortly",
+            };
+            return ApiError::unavailable(detail);
         }
+        ApiError::Internal(anyhow::Error::new(err))
     }
 }
 
@@ -189,6 +213,11 @@ impl IntoResponse for ApiError {
 pub fn problem_response(problem: Problem) -> Response {
     let status = problem.status();
     let mut response = status.into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    }
     if status == StatusCode::UNAUTHORIZED
         && !response.headers().contains_key(header::WWW_AUTHENTICATE)
     {

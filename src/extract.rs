@@ -59,8 +59,17 @@ pub fn too_large(limit: Option<usize>) -> ApiError {
     }
 }
 
-/// Parses JSON: syntax errors are 400, shape errors 422 with the JSON path in `field`.
+/// Parses JSON: syntax errors are 400, shape errors 422 with the JSON path in `field`. Strings
+/// (and object keys) holding a NUL character, which PostgreSQL text cannot store, are 422 naming
+/// the first such field, and so are numbers that would not read back as written.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if has_nul_escape(bytes) || has_huge_number(bytes) {
+        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
+            if let Some(err) = unstorable(&value, &mut String::new()) {
+                return Err(err);
+            }
+        }
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de);
     if value.is_ok() {
@@ -83,6 +92,91 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             _ => ApiError::bad_request(format!("malformed JSON: {inner}")),
         }
     })
+}
+
+/// Whether `bytes` may hold a JSON string with a NUL character (`\u0000`, any case of hex).
+/// Cheap and conservative: a false alarm only costs a closer look.
+fn has_nul_escape(bytes: &[u8]) -> bool {
+    bytes
+        .windows(6)
+        .any(|w| w[0] == b'\\' && w[1] == b'u' && &w[2..] == b"0000")
+}
+
+/// Whether `bytes` may hold a number with an exponent of three digits or more, or a run of 300
+/// digits (magnitudes that PostgreSQL's jsonb keeps exactly but that do not read back as a float).
+fn has_huge_number(bytes: &[u8]) -> bool {
+    let mut run = 0usize;
+    for b in bytes {
+        run = if b.is_ascii_digit() { run + 1 } else { 0 };
+        if run >= 300 {
+            return true;
+        }
+    }
+    bytes.windows(4).any(|w| {
+        (w[0] == b'e' || w[0] == b'E')
+            && w[1..]
+                .iter()
+                .all(|b| b.is_ascii_digit() || *b == b'+' || *b == b'-')
+            && w[1..].iter().filter(|b| b.is_ascii_digit()).count() >= 2
+    })
+}
+
+/// Largest magnitude of a stored JSON number. PostgreSQL keeps jsonb numbers as exact decimals
+/// and writes them back without an exponent, so a float near `f64::MAX` comes back as a
+/// 309-digit integer; bounding magnitudes keeps every stored number readable as it was written.
+pub const MAX_JSON_NUMBER: f64 = 1e300;
+
+/// The first value in `value` that cannot be stored as given: a string or key with a NUL
+/// character, or a number beyond [`MAX_JSON_NUMBER`]. `path` is the JSON path so far.
+pub fn unstorable(value: &serde_json::Value, path: &mut String) -> Option<ApiError> {
+    use serde_json::Value;
+    let field = |path: &str| path.trim_start_matches('.').to_owned();
+    match value {
+        Value::String(s) if s.contains('\0') => {
+            let field = field(path);
+            Some(ApiError::invalid(
+                field.clone(),
+                format!("`{field}` contains a NUL character (U+0000), which cannot be stored"),
+            ))
+        }
+        Value::Number(n) => {
+            let huge = n.as_f64().is_some_and(|f| !f.is_finite() || f.abs() > MAX_JSON_NUMBER);
+            huge.then(|| {
+                let field = field(path);
+                ApiError::invalid(
+                    field.clone(),
+                    format!(
+                        "`{field}` is {n}; numbers must lie within ±{MAX_JSON_NUMBER:e} to be \
+                         stored and read back exactly"
+                    ),
+                )
+            })
+        }
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+            let len = path.len();
+            path.push_str(&format!("[{i}]"));
+            let found = unstorable(item, path);
+            path.truncate(len);
+            found
+        }),
+        Value::Object(map) => map.iter().find_map(|(key, item)| {
+            let len = path.len();
+            path.push('.');
+            path.push_str(key);
+            if key.contains('\0') {
+                let field = field(path).replace('\0', "\\u0000");
+                path.truncate(len);
+                return Some(ApiError::invalid(
+                    field.clone(),
+                    format!("the key `{field}` contains a NUL character (U+0000), which cannot be stored"),
+                ));
+            }
+            let found = unstorable(item, path);
+            path.truncate(len);
+            found
+        }),
+        _ => None,
+    }
 }
 
 fn is_json(content_type: Option<&axum::http::HeaderValue>) -> bool {
@@ -111,6 +205,15 @@ where
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or_default();
+        if let Some((name, _)) = form_urlencoded::parse(query.as_bytes())
+            .find(|(name, value)| name.contains('\0') || value.contains('\0'))
+        {
+            let name = name.replace('\0', "\\u0000");
+            return Err(ApiError::invalid(
+                name.clone(),
+                format!("query parameter `{name}` contains a NUL character (U+0000)"),
+            ));
+        }
         let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(de)
             .map(Query)
@@ -158,5 +261,34 @@ mod tests {
         assert_eq!(status_and_field(err), (422, Some("items[1].sender".into())));
         let err = parse_json::<Batch>(br#"{"items": [{"sender": "a"}]} trailing"#).unwrap_err();
         assert_eq!(status_and_field(err).0, 400);
+    }
+
+    #[test]
+    fn nul_characters_are_422_naming_the_field() {
+        let err = parse_json::<Batch>(br#"{"items": [{"sender": "a"}, {"sender": "b\u0000c"}]}"#)
+            .unwrap_err();
+        assert_eq!(status_and_field(err), (422, Some("items[1].sender".into())));
+        let err = parse_json::<serde_json::Value>(br#"{"m": {"k\u0000": 1}}"#).unwrap_err();
+        assert_eq!(status_and_field(err).0, 422);
+        // An escaped backslash followed by `u0000` is text, not a NUL.
+        let ok = parse_json::<serde_json::Value>(br#"{"s": "\\u0000"}"#).unwrap();
+        assert_eq!(ok["s"], "\\u0000");
+    }
+
+    #[test]
+    fn numbers_that_would_not_read_back_are_422() {
+        let err =
+            parse_json::<serde_json::Value>(br#"{"metadata": {"x": 1.7976931348623157e308}}"#)
+                .unwrap_err();
+        assert_eq!(status_and_field(err), (422, Some("metadata.x".into())));
+        let err = parse_json::<serde_json::Value>(br#"[1, -2e301]"#).unwrap_err();
+        assert_eq!(status_and_field(err), (422, Some("[1]".into())));
+        for fine in [
+            &br#"{"x": 1e300}"#[..],
+            br#"{"x": 1.5e-300}"#,
+            br#"{"x": 18446744073709551615}"#,
+        ] {
+            assert!(parse_json::<serde_json::Value>(fine).is_ok());
+        }
     }
 }

@@ -48,6 +48,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(crate::notes::router())
         .merge(crate::conversations::router())
         .merge(crate::tasks::router())
+        .merge(crate::recall::router())
 }
 
 /// The complete application: API routes, Swagger UI at `/docs`, the spec at `/openapi.json`.
@@ -68,6 +69,7 @@ pub fn layered(router: Router<AppState>, state: AppState) -> Router {
         .fallback(not_found)
         .layer(
             ServiceBuilder::new()
+                .layer(middleware::from_fn(bound_request_id))
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
                 .layer(TraceLayer::new_for_http().make_span_with(make_span))
@@ -77,6 +79,7 @@ pub fn layered(router: Router<AppState>, state: AppState) -> Router {
                 ))
                 .layer(cors)
                 .layer(middleware::from_fn(render_problems))
+                .layer(middleware::from_fn(refuse_nul_in_path))
                 .layer(TimeoutLayer::with_status_code(
                     StatusCode::REQUEST_TIMEOUT,
                     timeout,
@@ -160,6 +163,38 @@ async fn record_metrics(State(state): State<AppState>, req: Request, next: Next)
         started.elapsed(),
     );
     response
+}
+
+/// Longest `x-request-id` a client may choose; a longer one (or one with characters outside
+/// visible ASCII) is replaced by a generated id rather than echoed.
+pub const MAX_REQUEST_ID_LEN: usize = 128;
+
+async fn bound_request_id(mut req: Request, next: Next) -> Response {
+    let acceptable = req.headers().get(REQUEST_ID).is_none_or(|v| {
+        v.len() <= MAX_REQUEST_ID_LEN && v.as_bytes().iter().all(|b| b.is_ascii_graphic())
+    });
+    if !acceptable {
+        req.headers_mut().remove(REQUEST_ID);
+    }
+    next.run(req).await
+}
+
+/// A path holding an encoded NUL (`%00`) names nothing that can be stored: 422 before any route
+/// reads it.
+async fn refuse_nul_in_path(req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if path
+        .as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1] == b'0' && w[2] == b'0')
+    {
+        return ApiError::invalid(
+            "path",
+            "the path contains an encoded NUL character (%00), which no stored name can hold",
+        )
+        .into_response();
+    }
+    next.run(req).await
 }
 
 /// Writes every error response as problem+json, with the request id and the path as `instance`.

@@ -18,6 +18,8 @@ pub mod notes;
 pub mod openapi;
 pub mod pagination;
 pub mod platform;
+pub mod recall;
+pub mod search;
 pub mod state;
 pub mod tasks;
 

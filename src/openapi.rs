@@ -19,6 +19,7 @@ long-term notes, conversation history and task memory. Every route under `/api` 
         (name = "notes", description = "Long-term Markdown notes per user and agent, edited by section"),
         (name = "conversations", description = "Chat archive (batches and sendBeacon), sessions, short-term window and chat context"),
         (name = "tasks", description = "Long-running agent tasks: plans, steps, execution log, snapshots and \"where was I?\""),
+        (name = "recall", description = "One ranked search across memories, conversation messages, notes and task history"),
     )
 )]
 pub struct ApiDoc;

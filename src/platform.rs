@@ -70,7 +70,16 @@ pub async fn healthz() -> &'static str {
     ))]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<&'static str> {
     match db::migrations_applied(&state.pool).await {
-        Ok(true) => Ok("ready"),
+        Ok(true) => match db::can_switch_role(&state.pool).await {
+            Ok(()) => Ok("ready"),
+            Err(err) => {
+                tracing::warn!(error = %err, "readiness check: cannot switch to mnemo_app");
+                Err(ApiError::unavailable(
+                    "the database login cannot switch to the role mnemo_app; \
+                     GRANT mnemo_app TO the login role",
+                ))
+            }
+        },
         Ok(false) => Err(ApiError::unavailable(
             "database migrations are pending; run `mnemo migrate`",
         )),
@@ -86,11 +95,22 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<&'static str> {
     responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let pool = &state.pool;
-    let body = state.metrics.render(
+    let mut body = state.metrics.render(
         pool.size(),
         pool.num_idle(),
         pool.options().get_max_connections(),
     );
+    if state.embedder.is_some() {
+        // Counted now rather than when the indexer last looked, so a client that has just
+        // written never reads a stale 0.
+        if let Ok(n) = crate::search::indexer::backlog(pool).await {
+            state
+                .indexer
+                .backlog
+                .store(n, std::sync::atomic::Ordering::Relaxed);
+        }
+        body.push_str(&state.indexer.render());
+    }
     (
         StatusCode::OK,
         [(

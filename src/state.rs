@@ -2,6 +2,9 @@
 
 use std::sync::Arc;
 
+use crate::embed::Embedder;
+use crate::search::indexer::IndexerStats;
+
 use sqlx::PgPool;
 
 use crate::auth::Verifier;
@@ -20,6 +23,10 @@ pub struct AppState {
     pub window_cache: Arc<WindowCache>,
     /// The configured chat model, if any.
     pub llm: Option<Arc<LlmClient>>,
+    /// The embedder of semantic search, if any (`MNEMO_EMBEDDER`).
+    pub embedder: Option<Embedder>,
+    /// What the background indexer has done, for `/metrics`.
+    pub indexer: Arc<IndexerStats>,
 }
 
 impl AppState {
@@ -33,6 +40,8 @@ impl AppState {
             config: Arc::new(config),
             verifier: Arc::new(verifier),
             metrics: Arc::new(Metrics::default()),
+            embedder: None,
+            indexer: Arc::new(IndexerStats::default()),
         })
     }
 }

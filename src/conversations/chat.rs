@@ -123,7 +123,16 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let (version, window) = read_window(state, principal, &mut tx, &session_id).await?;
     let archived = if batch.received() > 0 {
-        Some(store::archive(&mut tx, &session_id, &agent, &batch).await?)
+        Some(
+            store::archive(
+                &mut tx,
+                &session_id,
+                &agent,
+                &batch,
+                state.embedder.is_some(),
+            )
+            .await?,
+        )
     } else {
         None
     };
@@ -291,7 +300,14 @@ pub async fn respond(
         .window_cache
         .get(&principal.tenant_id, &principal.user_id, &turn.session_id)
         .map(|(v, m)| (Some(v), m));
-    let archived = store::archive(&mut tx, &turn.session_id, &turn.agent, &batch).await?;
+    let archived = store::archive(
+        &mut tx,
+        &turn.session_id,
+        &turn.agent,
+        &batch,
+        state.embedder.is_some(),
+    )
+    .await?;
     tx.commit().await?;
     remember_archive(
         state,

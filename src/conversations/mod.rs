@@ -5,6 +5,7 @@ pub mod chat;
 pub mod context;
 mod demo;
 pub mod model;
+pub mod search;
 pub mod store;
 pub mod sweeper;
 pub mod tools;
@@ -29,7 +30,7 @@ use self::model::{
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Query, parse_json};
+use crate::extract::{Json, Query, parse_json};
 use crate::state::AppState;
 
 /// Largest beacon body: browsers refuse `sendBeacon` payloads much past 64 KiB.
@@ -160,6 +161,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(delete_session))
         .routes(routes!(chat_context))
         .routes(routes!(chat))
+        .routes(routes!(search_chat))
         .merge(beacon)
         .merge(demo::router())
 }
@@ -242,7 +244,14 @@ async fn archive(
         .get(&principal.tenant_id, &principal.user_id, &session_id)
         .map(|(v, m)| (Some(v), m));
     let mut tx = Scoped::begin(&state.pool, principal).await?;
-    let archived = store::archive(&mut tx, &session_id, &agent, &batch).await?;
+    let archived = store::archive(
+        &mut tx,
+        &session_id,
+        &agent,
+        &batch,
+        state.embedder.is_some(),
+    )
+    .await?;
     tx.commit().await?;
     chat::remember_archive(state, principal, &session_id, before, &batch, &archived);
     Ok(ArchiveResponse {
@@ -489,6 +498,46 @@ pub async fn delete_session(
     } else {
         Err(ApiError::not_found(format!("no session `{session_id}`")))
     }
+}
+
+/// Search conversation messages across the caller's sessions.
+///
+/// By words (`keyword`: the query's words ORed, rare ones weighing most), by meaning
+/// (`semantic`, needs an embedder) or both (`hybrid`, the default with an embedder). Each hit
+/// names its session, message, sender and time, and the ids of the messages around it (read them
+/// with `GET /api/chat/sessions/{session_id}/messages`). When the embedder fails, keyword results
+/// are served with `degraded: true`.
+#[utoipa::path(post, path = "/api/chat/search", tag = "conversations",
+    request_body = search::ChatSearchRequest,
+    responses(
+        (status = 200, description = "Hits, best first", body = search::ChatSearchResults),
+        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks memory:read", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Empty or over-long query, bad mode or filter (`field` names it)", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn search_chat(
+    State(state): State<AppState>,
+    principal: Principal,
+    Json(request): Json<search::ChatSearchRequest>,
+) -> ApiResult<axum::Json<search::ChatSearchResults>> {
+    principal.require(Scope::Read)?;
+    search::filters(&request, None)?;
+    let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
+    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let results = search::search_messages(
+        &mut tx,
+        &request,
+        state.config.conversations.retention(),
+        mode,
+        vector.as_ref(),
+    )
+    .await?;
+    tx.end_read_only();
+    Ok(axum::Json(results))
 }
 
 /// Compile a turn's working memory (no model needed).

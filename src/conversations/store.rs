@@ -28,7 +28,13 @@ WITH session AS (
          WITH ORDINALITY AS m(id, sender, text, sent_at, tool_calls, tool_call_id, ord)
     ORDER BY m.ord
     ON CONFLICT DO NOTHING
-    RETURNING message_id, seq, archived_at
+    RETURNING message_id, seq, archived_at, sender, text
+), queued AS (
+    -- With an embedder, new user and AI messages with text wait for the indexer.
+    INSERT INTO embedding_outbox (tenant_id, user_id, kind, session_id, message_id)
+    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 'message', $1, i.message_id
+    FROM inserted i
+    WHERE $13 AND i.sender IN ('user', 'ai') AND i.text <> ''
 ), batch AS (
     INSERT INTO recent_conversation_history
         (tenant_id, user_id, id, session_id, start_timestamp, end_timestamp,
@@ -59,6 +65,7 @@ pub async fn archive(
     session_id: &str,
     agent: &str,
     batch: &Batch,
+    embed: bool,
 ) -> Result<Archived, sqlx::Error> {
     let messages = &batch.messages;
     let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
@@ -84,6 +91,7 @@ pub async fn archive(
             .bind(span.map(|s| s.0))
             .bind(span.map(|s| s.1))
             .bind(received)
+            .bind(embed)
             .fetch_one(conn)
             .await?;
     let duplicates = i64::from(received) - i64::try_from(new_ids.len()).unwrap_or(0);

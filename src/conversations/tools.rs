@@ -234,7 +234,7 @@ async fn store(
     agent: &str,
     input: StoreArgs,
 ) -> Result<Value, String> {
-    let limits = memories::Limits::from_config(&state.config);
+    let limits = memories::Limits::of(state);
     let new = memories::NewMemory {
         content: input.content,
         key: input.key,
@@ -261,7 +261,7 @@ async fn retrieve(
     principal: &Principal,
     input: RetrieveArgs,
 ) -> Result<Value, String> {
-    let limits = memories::Limits::from_config(&state.config);
+    let limits = memories::Limits::of(state);
     let query = PageQuery {
         offset: input.offset,
         limit: input.limit,
@@ -277,7 +277,7 @@ async fn retrieve(
     to_value(&page)
 }
 
-/// `search_memory`: full-text search over stored memories.
+/// `search_memory`: ranked search over stored memories.
 async fn search(
     state: &AppState,
     principal: &Principal,
@@ -286,10 +286,14 @@ async fn search(
     let request = SearchRequest {
         query: input.query,
         limit: input.limit,
+        mode: None,
         filters: None,
     };
+    let (mode, vector) = crate::search::prepare(state, request.mode, &request.query)
+        .await
+        .map_err(|e| e.to_string())?;
     let results = scoped(state, principal, Scope::Read, async |conn| {
-        memories::search_memory(conn, &request).await
+        memories::search_memory(conn, &request, mode, vector.as_ref()).await
     })
     .await?;
     to_value(&results)

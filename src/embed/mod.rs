@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use sha2::{Digest, Sha256};
 
 pub use config::{EmbedConfig, EmbedderKind};
 
@@ -88,7 +89,7 @@ impl Embedder {
         Ok(Some(Embedder { backend }))
     }
 
-    /// Deterministic embedder for tests: a feature-hashed bag of lowercased word tokens
+    /// Deterministic embedder for tests: a feature-hashed (SHA-256) bag of lowercased word tokens
     /// (alphanumeric runs), L2-normalised, `dims` dimensions. Texts sharing a word have cosine
     /// above 0 (every component is non-negative) and identical texts cosine 1. A text without
     /// words gets the same fixed vector as every other such text.
@@ -162,13 +163,6 @@ struct Hashing {
     model_id: String,
 }
 
-/// FNV-1a: small, stable across platforms and releases (unlike `DefaultHasher`).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
-        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 impl Hashing {
     fn vector(&self, text: &str) -> Vec<f32> {
         let mut v = vec![0f32; self.dims];
@@ -177,8 +171,9 @@ impl Hashing {
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty())
         {
-            let word = word.to_lowercase();
-            v[(fnv1a(word.as_bytes()) % self.dims as u64) as usize] += 1.0;
+            let digest = Sha256::digest(word.to_lowercase().as_bytes());
+            let bucket = u32::from_le_bytes([digest[0], digest[1], digest[2], digest[3]]) as usize;
+            v[bucket % self.dims] += 1.0;
             words += 1;
         }
         if words == 0 {

@@ -197,7 +197,7 @@ pub async fn create_memory(
     UploadJson(input): UploadJson<MemoryInput>,
 ) -> ApiResult<(StatusCode, axum::Json<StoredMemory>)> {
     principal.require(Scope::Write)?;
-    let limits = Limits::from_config(&state.config);
+    let limits = Limits::of(&state);
     let prepared = store::prepare(new_memory(input), &limits).await?;
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
     let stored = store::create(&mut tx, &prepared).await?;
@@ -240,7 +240,7 @@ pub async fn put_memory(
             "`key` in the body must be absent or equal to the key in the path",
         ));
     }
-    let limits = Limits::from_config(&state.config);
+    let limits = Limits::of(&state);
     let mut new = new_memory(input);
     new.key = Some(key.clone());
     let prepared = store::prepare(new, &limits).await?;
@@ -331,7 +331,7 @@ pub async fn get_memory(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     principal.require(Scope::Read)?;
-    let limits = Limits::from_config(&state.config);
+    let limits = Limits::of(&state);
     let request = store::page_request(&query, &limits)?;
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
     let page = store::retrieve_memory(
@@ -401,11 +401,14 @@ pub async fn list_memories(
     Ok(axum::Json(list))
 }
 
-/// Full-text search over summaries and content.
+/// Search memories by words, meaning or both.
 ///
-/// `query` uses web-search syntax (`websearch_to_tsquery`, English): any text is safe. Content
-/// hits name the matching chunk's line and byte range, the first line in it holding a matched
-/// word, and the page parameters that read it.
+/// `keyword` ORs the query's words and `"phrases"` (stemmed, English stopwords dropped; `-word`
+/// excludes) and ranks by full-text rank over summaries and content; `semantic` ranks by cosine
+/// similarity of embeddings (needs an embedder); `hybrid` fuses both scores. Each memory appears
+/// once, at its best chunk. Content hits name the chunk's line and byte range, the first line in
+/// it holding a matched word, and the page parameters that read it. When the embedder fails,
+/// keyword results are served with `degraded: true`.
 #[utoipa::path(post, path = "/api/memories/search", tag = "memories",
     request_body = SearchRequest,
     responses(
@@ -424,8 +427,9 @@ pub async fn search_memories(
     Json(request): Json<SearchRequest>,
 ) -> ApiResult<axum::Json<SearchResults>> {
     principal.require(Scope::Read)?;
+    let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
-    let results = store::search_memory(&mut tx, &request).await?;
+    let results = store::search_memory(&mut tx, &request, mode, vector.as_ref()).await?;
     tx.commit().await?;
     Ok(axum::Json(results))
 }
@@ -483,7 +487,7 @@ pub async fn capture(
     UploadJson(input): UploadJson<CaptureInput>,
 ) -> ApiResult<(StatusCode, axum::Json<CaptureResult>)> {
     principal.require(Scope::Write)?;
-    let limits = Limits::from_config(&state.config);
+    let limits = Limits::of(&state);
     let prepared = store::prepare_capture(input, &limits).await?;
     if !prepared.needs_store() {
         let result = store::finish_capture(None, prepared).await?;

@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::search::SearchMode;
+
 /// Body of `POST /api/memories` and `PUT /api/memories/{key}`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -302,11 +304,17 @@ pub struct SearchFilters {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
-    /// Web-search syntax: words, `"quoted phrases"`, `or`, `-excluded`. Any text is safe.
+    /// A question or keywords (1 to 1000 characters). Words and `"quoted phrases"` are ORed
+    /// (a memory matching more of them, and rarer ones, ranks higher); `-word` excludes. Any
+    /// text is safe.
     pub query: String,
     /// Hits to return (1 to 100, default 10).
     #[serde(default)]
     pub limit: Option<u32>,
+    /// `keyword`, `semantic` or `hybrid`; default `hybrid` when the server has an embedder,
+    /// else `keyword`.
+    #[serde(default)]
+    pub mode: Option<SearchMode>,
     #[serde(default)]
     pub filters: Option<SearchFilters>,
 }
@@ -322,10 +330,18 @@ pub struct SearchHit {
     pub thread_id: Option<String>,
     /// `content` (a chunk of the content matched) or `summary`.
     pub matched: String,
-    /// Matching text with the matched words in `**bold**`.
+    /// Matching text with the matched words in `**bold**` (a semantic-only hit: the start of
+    /// the closest chunk).
     pub snippet: String,
-    /// `ts_rank_cd` of the match; higher is better.
+    /// The rank score, higher is better: the keyword rank in `keyword` mode, the similarity in
+    /// `semantic` mode, their fusion in `hybrid` mode.
     pub score: f32,
+    /// Place among the keyword matches (1 = best), when the words matched.
+    pub keyword_rank: Option<u32>,
+    /// Place by similarity (1 = closest), when the memory has been embedded.
+    pub vector_rank: Option<u32>,
+    /// Cosine similarity of the closest chunk to the query, when compared.
+    pub similarity: Option<f32>,
     /// Line range of the matching chunk (content hits).
     pub line_start: Option<i64>,
     pub line_end: Option<i64>,
@@ -341,6 +357,10 @@ pub struct SearchHit {
 /// Answer of a search.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct SearchResults {
+    /// The mode that ranked the hits.
+    pub mode: SearchMode,
+    /// True when the embedder failed and only keyword results are served.
+    pub degraded: bool,
     pub hits: Vec<SearchHit>,
     /// More hits exist past `limit`.
     pub has_more: bool,

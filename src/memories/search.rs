@@ -1,30 +1,16 @@
-//! Full-text search over memory summaries and content chunks. [`search_memory`] is the agent tool
+//! Search over memory summaries and content chunks: keyword, semantic or both. [`search_memory`] is the agent tool
 //! `search_memory`.
 
 use serde_json::Value;
 use sqlx::PgConnection;
+use uuid::Uuid;
 
 use super::model::{NextPage, SearchFilters, SearchHit, SearchRequest, SearchResults};
 use super::placeholder;
 use super::store::check_metadata;
 use crate::error::{ApiError, ApiResult};
-
-#[derive(sqlx::FromRow)]
-struct HitRow {
-    memory_key: String,
-    summary: String,
-    memory_type: String,
-    agent_id: Option<String>,
-    thread_id: Option<String>,
-    matched: String,
-    score: f32,
-    byte_start: Option<i64>,
-    byte_len: Option<i32>,
-    line_start: Option<i64>,
-    line_end: Option<i64>,
-    snippet: String,
-    chunk: Option<String>,
-}
+use crate::search::query::{QUERY_CTE, idf_ranking};
+use crate::search::{Candidate, QueryVector, SearchMode, TextQuery, fuse};
 
 /// Highlight markers of snippets.
 const START_SEL: &str = "**";
@@ -55,102 +41,306 @@ fn first_line_with(chunk: &str, line_start: i64, words: &[&str]) -> Option<i64> 
         .map(|i| line_start + i as i64)
 }
 
-/// Agent tool `search_memory`: full-text search (`websearch_to_tsquery`, English; slashes read as
-/// spaces so path and URL segments are words) over summaries
-/// and content chunks, best first. A content hit names the chunk's line and byte range and the
-/// first line in it holding a matched word.
+/// A keyword or vector candidate: the memory and its best chunk (`None`: the summary matched).
+#[derive(sqlx::FromRow)]
+struct Scored {
+    memory_id: Uuid,
+    byte_start: Option<i64>,
+    score: f32,
+}
+
+#[derive(sqlx::FromRow)]
+struct Shown {
+    memory_key: String,
+    summary: String,
+    memory_type: String,
+    agent_id: Option<String>,
+    thread_id: Option<String>,
+    byte_start: Option<i64>,
+    byte_len: Option<i32>,
+    line_start: Option<i64>,
+    line_end: Option<i64>,
+    chunk: Option<String>,
+    snippet: String,
+}
+
+/// The caller's memories a search may see (the filters), as a CTE named `mem`; binds $3..$9.
+const MEMORIES: &str = "mem AS (
+     SELECT id, summary_tsv FROM agent_memories
+     WHERE tenant_id = current_setting('mnemo.tenant')
+       AND user_id = current_setting('mnemo.user')
+       AND ($3 OR is_active)
+       AND ($4::text IS NULL OR agent_id = $4)
+       AND ($5::text IS NULL OR thread_id = $5)
+       AND ($6::text IS NULL OR memory_type = $6)
+       AND ($7::timestamptz IS NULL OR created_at >= $7)
+       AND ($8::timestamptz IS NULL OR created_at < $8)
+       AND ($9::jsonb IS NULL OR content_metadata @> $9))";
+
+/// Most candidates each side contributes before fusion.
+const CANDIDATES: i64 = 100;
+
+struct Filters {
+    include_inactive: bool,
+    agent_id: Option<String>,
+    thread_id: Option<String>,
+    memory_type: Option<String>,
+    created_after: Option<chrono::DateTime<chrono::Utc>>,
+    created_before: Option<chrono::DateTime<chrono::Utc>>,
+    metadata: Option<Value>,
+}
+
+fn bind_filters<'q>(
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, Scored, sqlx::postgres::PgArguments>,
+    f: &'q Filters,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, Scored, sqlx::postgres::PgArguments> {
+    query
+        .bind(f.include_inactive)
+        .bind(&f.agent_id)
+        .bind(&f.thread_id)
+        .bind(&f.memory_type)
+        .bind(f.created_after)
+        .bind(f.created_before)
+        .bind(&f.metadata)
+}
+
+/// Keyword candidates: each matching memory once, at its best chunk or its summary, best first.
+/// With `only` set, just those memories are scored (the other side's candidates).
+///
+/// The rank is [`idf_ranking`]'s: the idf sum of the query terms a text holds.
+async fn keyword_candidates(
+    conn: &mut PgConnection,
+    text: &TextQuery,
+    filters: &Filters,
+    only: Option<&[Uuid]>,
+) -> ApiResult<Vec<Scored>> {
+    let ranking = idf_ranking(
+        "memory_id, byte_start",
+        "SELECT count(*) FROM agent_memory_chunks c
+         WHERE c.tenant_id = current_setting('mnemo.tenant')
+           AND c.user_id = current_setting('mnemo.user')",
+    );
+    let sql = format!(
+        "WITH {QUERY_CTE}, {MEMORIES}, hits AS MATERIALIZED (
+             SELECT c.memory_id, c.byte_start, c.tsv
+             FROM agent_memory_chunks c, q
+             WHERE c.tenant_id = current_setting('mnemo.tenant')
+               AND c.user_id = current_setting('mnemo.user')
+               AND numnode(q.pos) > 0 AND c.tsv @@ q.q
+               AND c.memory_id IN (SELECT id FROM mem)
+             UNION ALL
+             SELECT mem.id, NULL, mem.summary_tsv
+             FROM mem, q
+             WHERE numnode(q.pos) > 0 AND mem.summary_tsv @@ q.q
+         ), {ranking}, best AS (
+             -- A memory once: scored by its best hit, shown at its best content chunk when the
+             -- content matched (a chunk has a line range to read), else at its summary.
+             SELECT DISTINCT ON (memory_id) memory_id, byte_start,
+                    max(score) OVER (PARTITION BY memory_id) AS score
+             FROM scored
+             WHERE $10::uuid[] IS NULL OR memory_id = ANY($10)
+             ORDER BY memory_id, byte_start IS NULL, score DESC, byte_start
+         )
+         SELECT memory_id, byte_start, score FROM best
+         ORDER BY score DESC, memory_id DESC LIMIT $11"
+    );
+    let query = sqlx::query_as::<_, Scored>(&sql)
+        .bind(&text.any)
+        .bind(&text.none);
+    let rows = bind_filters(query, filters)
+        .bind(only)
+        .bind(CANDIDATES)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows)
+}
+
+/// Vector candidates: the memories whose chunks are nearest the query, each once at its
+/// closest chunk, closest first. With `only` set, the similarity of just those memories.
+async fn vector_candidates(
+    conn: &mut PgConnection,
+    vector: &QueryVector,
+    filters: &Filters,
+    only: Option<&[Uuid]>,
+) -> ApiResult<Vec<Scored>> {
+    let dims = vector.values.len();
+    // The cast names the dimension so that the HNSW index on this model's vectors (an
+    // expression index over `embedding::vector(dims)`) serves the ORDER BY. `dims` is the
+    // embedder's, never the caller's.
+    let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
+    let sql = format!(
+        "WITH {MEMORIES}, near AS (
+             SELECT v.memory_id, v.byte_start, 1 - {distance} AS score
+             FROM memory_vectors v
+             WHERE v.tenant_id = current_setting('mnemo.tenant')
+               AND v.user_id = current_setting('mnemo.user')
+               AND v.model = $2
+               AND v.memory_id IN (SELECT id FROM mem)
+               AND ($10::uuid[] IS NULL OR v.memory_id = ANY($10))
+             ORDER BY {distance}
+             LIMIT $11
+         )
+         SELECT DISTINCT ON (memory_id) memory_id, byte_start, score::real AS score FROM near
+         ORDER BY memory_id, score DESC"
+    );
+    // Row-level security and the filters drop rows the index returns; iterative scans keep
+    // reading the index until the limit is met instead of returning a short list.
+    sqlx::query("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        .execute(&mut *conn)
+        .await?;
+    let query = sqlx::query_as::<_, Scored>(&sql)
+        .bind(pgvector::Vector::from(vector.values.clone()))
+        .bind(&vector.model_id);
+    let mut rows = bind_filters(query, filters)
+        .bind(only)
+        // Several chunks of one memory may be among the nearest.
+        .bind(CANDIDATES * 3)
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.sort_by(|a, b| b.score.total_cmp(&a.score));
+    rows.truncate(CANDIDATES as usize);
+    Ok(rows)
+}
+
+/// Agent tool `search_memory`: ranked search over the caller's memories, each memory at most
+/// once, at its best chunk. `keyword` ORs the query's words (see [`TextQuery`]) and ranks by
+/// `ts_rank_cd` over summaries and content chunks; `semantic` ranks chunks by cosine similarity
+/// to `vector`; `hybrid` fuses both (see [`crate::search::fusion`]). A content hit names the
+/// chunk's line and byte range and the first line in it holding a matched word.
 pub async fn search_memory(
     conn: &mut PgConnection,
     request: &SearchRequest,
+    mode: SearchMode,
+    vector: Option<&QueryVector>,
 ) -> ApiResult<SearchResults> {
-    let query = request.query.trim();
-    if query.is_empty() {
-        return Err(ApiError::invalid("query", "`query` must not be empty"));
-    }
-    if query.chars().count() > 1000 {
-        return Err(ApiError::invalid(
-            "query",
-            "`query` is longer than 1000 characters",
-        ));
-    }
+    let text = TextQuery::parse("query", &request.query)?;
     let limit = request.limit.unwrap_or(10);
     if limit == 0 || limit > 100 {
         return Err(ApiError::invalid("limit", "`limit` must be 1 to 100"));
     }
     let default_filters = SearchFilters::default();
-    let filters = request.filters.as_ref().unwrap_or(&default_filters);
-    if let Some(metadata) = &filters.metadata {
+    let f = request.filters.as_ref().unwrap_or(&default_filters);
+    if let Some(metadata) = &f.metadata {
         check_metadata("filters.metadata", metadata)?;
     }
-    let metadata = filters.metadata.clone().map(Value::Object);
+    let filters = Filters {
+        include_inactive: f.include_inactive,
+        agent_id: f.agent_id.clone(),
+        thread_id: f.thread_id.clone(),
+        memory_type: f.memory_type.clone(),
+        created_after: f.created_after,
+        created_before: f.created_before,
+        metadata: f.metadata.clone().map(Value::Object),
+    };
+    // Without a query vector (no embedder, or it failed) only the keyword side runs.
+    let vector = vector.filter(|_| mode.semantic());
+    let degraded = mode.semantic() && vector.is_none();
+    let keyword_side = mode.keyword() || degraded;
+
+    let mut keyword: Vec<Scored> = Vec::new();
+    let mut near: Vec<Scored> = Vec::new();
+    if keyword_side {
+        keyword = keyword_candidates(conn, &text, &filters, None).await?;
+    }
+    if let Some(vector) = vector {
+        near = vector_candidates(conn, vector, &filters, None).await?;
+        if keyword_side {
+            // Score each side's candidates on the other side too, so that fusion compares
+            // whole scores rather than a score against a missing one.
+            let missing: Vec<Uuid> = keyword
+                .iter()
+                .map(|k| k.memory_id)
+                .filter(|id| !near.iter().any(|n| n.memory_id == *id))
+                .collect();
+            if !missing.is_empty() {
+                near.extend(vector_candidates(conn, vector, &filters, Some(&missing)).await?);
+            }
+            let missing: Vec<Uuid> = near
+                .iter()
+                .map(|n| n.memory_id)
+                .filter(|id| !keyword.iter().any(|k| k.memory_id == *id))
+                .collect();
+            if !missing.is_empty() {
+                keyword.extend(keyword_candidates(conn, &text, &filters, Some(&missing)).await?);
+            }
+        }
+    }
+
+    let mut candidates: Vec<Candidate<Uuid>> = Vec::new();
+    for k in &keyword {
+        candidates.push(Candidate {
+            id: k.memory_id,
+            keyword: Some(k.score),
+            similarity: near
+                .iter()
+                .find(|n| n.memory_id == k.memory_id)
+                .map(|n| n.score),
+        });
+    }
+    for n in &near {
+        if !keyword.iter().any(|k| k.memory_id == n.memory_id) {
+            candidates.push(Candidate {
+                id: n.memory_id,
+                keyword: None,
+                similarity: Some(n.score),
+            });
+        }
+    }
+    let mut ranked = fuse(candidates);
+    let has_more = ranked.len() > limit as usize;
+    ranked.truncate(limit as usize);
+
+    // The chunk a hit shows: the keyword side's best when the words matched, else the closest.
+    let mut ids = Vec::with_capacity(ranked.len());
+    let mut starts = Vec::with_capacity(ranked.len());
+    let mut highlight = Vec::with_capacity(ranked.len());
+    for hit in &ranked {
+        let from_keyword = keyword.iter().find(|k| k.memory_id == hit.id);
+        let from_vector = near.iter().find(|n| n.memory_id == hit.id);
+        ids.push(hit.id);
+        starts.push(from_keyword.or(from_vector).and_then(|s| s.byte_start));
+        highlight.push(from_keyword.is_some());
+    }
     let options = format!(
         "StartSel=\"{START_SEL}\", StopSel=\"{STOP_SEL}\", MaxWords=35, MinWords=12, \
          MaxFragments=2, FragmentDelimiter=\" … \""
     );
-    let mut rows = sqlx::query_as::<_, HitRow>(
-        "WITH mem AS (
-             SELECT id, memory_key, summary, summary_tsv, memory_type, agent_id, thread_id
-             FROM agent_memories
-             WHERE tenant_id = current_setting('mnemo.tenant')
-               AND user_id = current_setting('mnemo.user')
-               AND ($2 OR is_active)
-               AND ($3::text IS NULL OR agent_id = $3)
-               AND ($4::text IS NULL OR thread_id = $4)
-               AND ($5::text IS NULL OR memory_type = $5)
-               AND ($6::timestamptz IS NULL OR created_at >= $6)
-               AND ($7::timestamptz IS NULL OR created_at < $7)
-               AND ($8::jsonb IS NULL OR content_metadata @> $8)
-         ), hits AS (
-             SELECT c.memory_id, 'content' AS matched, c.byte_start, c.byte_len,
-                    ts_rank_cd(c.tsv, mnemo_memory_query($1)) AS score
-             FROM agent_memory_chunks c
-             WHERE c.tenant_id = current_setting('mnemo.tenant')
-               AND c.user_id = current_setting('mnemo.user')
-               AND c.tsv @@ mnemo_memory_query($1)
-               AND c.memory_id IN (SELECT id FROM mem)
-             UNION ALL
-             SELECT mem.id, 'summary', NULL, NULL,
-                    ts_rank_cd(mem.summary_tsv, mnemo_memory_query($1))
-             FROM mem
-             WHERE mem.summary_tsv @@ mnemo_memory_query($1)
-         ), top AS (
-             SELECT * FROM hits ORDER BY score DESC, memory_id DESC, byte_start NULLS FIRST
-             LIMIT $9
+    let shown = sqlx::query_as::<_, Shown>(
+        "WITH q AS (
+             SELECT websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS q
          )
-         SELECT mem.memory_key, mem.summary, mem.memory_type, mem.agent_id, mem.thread_id,
-                top.matched, top.score, top.byte_start, top.byte_len,
-                c.line_start, c.line_end, c.content AS chunk,
-                CASE WHEN top.matched = 'content'
-                     THEN ts_headline('english', mnemo_memory_search_text(c.content),
-                                      mnemo_memory_query($1), $10)
-                     ELSE ts_headline('english', mnemo_memory_search_text(mem.summary),
-                                      mnemo_memory_query($1), $10)
+         SELECT m.memory_key, m.summary, m.memory_type, m.agent_id, m.thread_id,
+                c.byte_start, c.byte_len, c.line_start, c.line_end, c.content AS chunk,
+                CASE WHEN NOT u.highlight
+                          THEN left(coalesce(c.content, m.summary), 300)
+                     WHEN c.content IS NOT NULL
+                          THEN ts_headline('english', mnemo_memory_search_text(c.content), q.q, $5)
+                     ELSE ts_headline('english', mnemo_memory_search_text(m.summary), q.q, $5)
                 END AS snippet
-         FROM top
-         JOIN mem ON mem.id = top.memory_id
+         FROM unnest($2::uuid[], $3::int8[], $4::bool[]) WITH ORDINALITY
+                  AS u(id, byte_start, highlight, ord)
+         CROSS JOIN q
+         JOIN agent_memories m
+           ON m.tenant_id = current_setting('mnemo.tenant')
+          AND m.user_id = current_setting('mnemo.user') AND m.id = u.id
          LEFT JOIN agent_memory_chunks c
-                ON c.tenant_id = current_setting('mnemo.tenant')
-               AND c.user_id = current_setting('mnemo.user')
-               AND c.memory_id = top.memory_id AND c.byte_start = top.byte_start
-         ORDER BY top.score DESC, top.memory_id DESC, top.byte_start NULLS FIRST",
+           ON c.tenant_id = current_setting('mnemo.tenant')
+          AND c.user_id = current_setting('mnemo.user')
+          AND c.memory_id = u.id AND c.byte_start = u.byte_start
+         ORDER BY u.ord",
     )
-    .bind(query)
-    .bind(filters.include_inactive)
-    .bind(&filters.agent_id)
-    .bind(&filters.thread_id)
-    .bind(&filters.memory_type)
-    .bind(filters.created_after)
-    .bind(filters.created_before)
-    .bind(metadata)
-    .bind(i64::from(limit) + 1)
+    .bind(&text.any)
+    .bind(&ids)
+    .bind(&starts)
+    .bind(&highlight)
     .bind(&options)
     .fetch_all(&mut *conn)
     .await?;
-    let has_more = rows.len() > limit as usize;
-    rows.truncate(limit as usize);
-    let hits = rows
-        .into_iter()
-        .map(|r| {
+
+    let hits = ranked
+        .iter()
+        .zip(shown)
+        .map(|(rank, r)| {
             let match_line = match (&r.chunk, r.line_start) {
                 (Some(chunk), Some(line_start)) => {
                     first_line_with(chunk, line_start, &highlighted(&r.snippet))
@@ -173,9 +363,16 @@ pub async fn search_memory(
                 memory_type: r.memory_type,
                 agent_id: r.agent_id,
                 thread_id: r.thread_id,
-                matched: r.matched,
+                matched: if r.byte_start.is_some() {
+                    "content".into()
+                } else {
+                    "summary".into()
+                },
                 snippet: r.snippet,
-                score: r.score,
+                score: rank.score,
+                keyword_rank: rank.keyword_rank,
+                vector_rank: rank.vector_rank,
+                similarity: rank.similarity,
                 line_start: r.line_start,
                 line_end: r.line_end,
                 byte_start: r.byte_start,
@@ -185,7 +382,12 @@ pub async fn search_memory(
             }
         })
         .collect();
-    Ok(SearchResults { hits, has_more })
+    Ok(SearchResults {
+        mode: if degraded { SearchMode::Keyword } else { mode },
+        degraded,
+        hits,
+        has_more,
+    })
 }
 
 #[cfg(test)]

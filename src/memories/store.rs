@@ -44,15 +44,26 @@ pub struct Limits {
     pub max_page_bytes: u64,
     /// Default capture threshold in tokens (`MNEMO_MEMORY_CAPTURE_THRESHOLD_TOKENS`).
     pub capture_threshold_tokens: u64,
+    /// Whether writes queue their text for the embedder (an embedder is configured).
+    pub embed: bool,
 }
 
 impl Limits {
+    /// The limits of `state`'s configuration; writes queue embeddings when it has an embedder.
+    pub fn of(state: &crate::AppState) -> Self {
+        Limits {
+            embed: state.embedder.is_some(),
+            ..Self::from_config(&state.config)
+        }
+    }
+
     pub fn from_config(config: &Config) -> Self {
         Limits {
             max_content_bytes: config.memory_max_bytes,
             page_bytes: config.memories.page_bytes,
             max_page_bytes: config.memories.max_page_bytes,
             capture_threshold_tokens: config.memories.capture_threshold_tokens,
+            embed: false,
         }
     }
 }
@@ -95,6 +106,8 @@ pub struct Prepared {
     token_count: i64,
     sha256: String,
     chunks: Vec<Chunk>,
+    /// Queue the chunks for embedding in the same statement that writes them.
+    embed: bool,
 }
 
 impl Prepared {
@@ -149,8 +162,9 @@ pub(super) fn short_text(
     Ok(Some(value))
 }
 
-/// Keys that name routes under `/api/memories/` and so could never be read back.
-const RESERVED_KEYS: &[&str] = &["search", "capture"];
+/// Keys that name routes under `/api/memories/` (or that URL resolution removes from a path) and
+/// so could never be read back.
+const RESERVED_KEYS: &[&str] = &["search", "capture", ".", ".."];
 
 fn check_key(field: &str, key: &str) -> ApiResult<()> {
     if RESERVED_KEYS.contains(&key) {
@@ -214,6 +228,7 @@ pub async fn prepare(new: NewMemory, limits: &Limits) -> ApiResult<Prepared> {
     let key = new.key;
     let command = new.command;
     let metadata = Value::Object(new.metadata);
+    let embed = limits.embed;
     tokio::task::spawn_blocking(move || {
         let chunks = chunks::split(&content, CHUNK_BYTES);
         let pieces: Vec<&str> = chunks.iter().map(|c| c.text(&content)).collect();
@@ -247,6 +262,7 @@ pub async fn prepare(new: NewMemory, limits: &Limits) -> ApiResult<Prepared> {
             token_count: i64::try_from(token_count).unwrap_or(i64::MAX),
             sha256,
             chunks,
+            embed,
         }
     })
     .await
@@ -323,6 +339,9 @@ async fn insert(conn: &mut PgConnection, p: &Prepared, key: &str) -> ApiResult<O
                  u.line_end, u.content
              FROM m, unnest($13::int8[], $14::int4[], $15::int8[], $16::int8[], $17::text[])
                  AS u(byte_start, byte_len, line_start, line_end, content)
+         ), o AS (
+             INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
+             SELECT m.tenant_id, m.user_id, 'memory', m.id FROM m WHERE $18
          )
          SELECT version, created_at, updated_at FROM m",
     )
@@ -343,6 +362,7 @@ async fn insert(conn: &mut PgConnection, p: &Prepared, key: &str) -> ApiResult<O
     .bind(&columns.line_starts)
     .bind(&columns.line_ends)
     .bind(&columns.texts)
+    .bind(p.embed)
     .fetch_optional(&mut *conn)
     .await?;
     Ok(written)
@@ -536,6 +556,9 @@ async fn replace(conn: &mut PgConnection, id: Uuid, p: &Prepared) -> ApiResult<W
                  u.line_end, u.content
              FROM m, unnest($12::int8[], $13::int4[], $14::int8[], $15::int8[], $16::text[])
                  AS u(byte_start, byte_len, line_start, line_end, content)
+         ), o AS (
+             INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
+             SELECT m.tenant_id, m.user_id, 'memory', m.id FROM m WHERE $17
          )
          SELECT version, created_at, updated_at FROM m",
     )
@@ -555,6 +578,7 @@ async fn replace(conn: &mut PgConnection, id: Uuid, p: &Prepared) -> ApiResult<W
     .bind(&columns.line_starts)
     .bind(&columns.line_ends)
     .bind(&columns.texts)
+    .bind(p.embed)
     .fetch_one(&mut *conn)
     .await?;
     Ok(written)

@@ -30,10 +30,25 @@ impl TestApp {
 
     /// The app with a configuration adjusted by `adjust`.
     pub async fn with_config(pool: PgPool, adjust: impl FnOnce(&mut Config)) -> TestApp {
+        Self::with_state(pool, adjust, |_| {}).await
+    }
+
+    /// The app with semantic search through `embedder`.
+    pub async fn with_embedder(pool: PgPool, embedder: mnemo::embed::Embedder) -> TestApp {
+        Self::with_state(pool, |_| {}, move |state| state.embedder = Some(embedder)).await
+    }
+
+    /// The app with its configuration and then its state adjusted.
+    pub async fn with_state(
+        pool: PgPool,
+        adjust: impl FnOnce(&mut Config),
+        adjust_state: impl FnOnce(&mut AppState),
+    ) -> TestApp {
         let mut config = Config::for_secret(None, SECRET);
         adjust(&mut config);
         config.validate().expect("test config is valid");
-        let state = AppState::new(config, pool.clone()).await.expect("state");
+        let mut state = AppState::new(config, pool.clone()).await.expect("state");
+        adjust_state(&mut state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

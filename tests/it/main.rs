@@ -16,5 +16,7 @@ mod memories;
 mod notes;
 mod openapi;
 mod platform;
+mod recall;
 mod tasks;
+mod trust;
 mod workspace;

@@ -98,9 +98,11 @@ async fn a_five_megabyte_log_is_stored_searched_grepped_and_paged(pool: PgPool) 
         hits.iter().all(|h| h["memory_key"] == "build-log"),
         "{found}"
     );
-    // The summary quotes the error line, so it matches too; the content hit locates it.
-    assert!(hits.iter().any(|h| h["matched"] == "summary"), "{found}");
-    let hit = hits.iter().find(|h| h["matched"] == "content").unwrap();
+    // The summary quotes the error line, so it matches too, but a memory is listed once, at
+    // the content chunk that locates the line.
+    assert_eq!(hits.len(), 1, "{found}");
+    let hit = &hits[0];
+    assert_eq!(hit["matched"], "content");
     assert_eq!(hit["placeholder"], stored["placeholder"]);
     let (start, end) = (
         hit["line_start"].as_u64().unwrap(),
@@ -911,8 +913,11 @@ async fn agent_tool_functions_work_in_a_callers_transaction(pool: PgPool) {
         &SearchRequest {
             query: "kubernetes".into(),
             limit: None,
+            mode: None,
             filters: None,
         },
+        mnemo::search::SearchMode::Keyword,
+        None,
     )
     .await
     .unwrap();

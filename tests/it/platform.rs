@@ -133,8 +133,36 @@ async fn every_bad_token_is_401_with_its_own_reason(pool: PgPool) {
         ),
         (
             "empty tenant",
-            Some(format!("Bearer {}", hs256(&with("tenant_id", json!("  "))))),
+            Some(format!("Bearer {}", hs256(&with("tenant_id", json!(""))))),
             "`tenant_id` claim is empty",
+        ),
+        (
+            "tenant with trailing space",
+            Some(format!("Bearer {}", hs256(&with("tenant_id", json!("t "))))),
+            "`tenant_id` claim starts or ends with whitespace",
+        ),
+        (
+            "sub with a leading no-break space",
+            Some(format!("Bearer {}", hs256(&with("sub", json!("\u{a0}u"))))),
+            "`sub` claim starts or ends with whitespace",
+        ),
+        (
+            "numeric tenant",
+            Some(format!("Bearer {}", hs256(&with("tenant_id", json!(123))))),
+            "`tenant_id` claim is not a string",
+        ),
+        (
+            "only unknown scopes",
+            Some(format!(
+                "Bearer {}",
+                hs256(&with("scope", json!("memory.read read")))
+            )),
+            "none of `memory:read`",
+        ),
+        (
+            "crit header",
+            Some(format!("Bearer {}", with_crit_header(&good))),
+            "`crit`",
         ),
         (
             "missing tenant",
@@ -178,6 +206,63 @@ async fn every_bad_token_is_401_with_its_own_reason(pool: PgPool) {
     }
     // The good token passes, so the failures above are the claims' fault, not the setup's.
     expect(app.get("/api/me", &hs256(&good)), 200).await;
+}
+
+/// An HS256 token over `claims` whose protected header names a critical extension.
+fn with_crit_header(claims: &Value) -> String {
+    let mut header = jsonwebtoken::Header::new(Algorithm::HS256);
+    header.crit = Some(vec!["exp".into()]);
+    jsonwebtoken::encode(
+        &header,
+        claims,
+        &EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .expect("sign")
+}
+
+/// Claims are compared byte for byte: a tenant or user that differs from another only by
+/// whitespace, case or type never reaches the other's data.
+#[sqlx::test]
+async fn identities_never_merge(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let alice = app.token("acme", "alice");
+    expect(
+        app.put("/api/memories/secret", &alice)
+            .json(&json!({"content": "alice's secret"})),
+        201,
+    )
+    .await;
+    let lookalikes = [
+        json!({"sub": "alice", "tenant_id": "acme ", "exp": now() + 60}),
+        json!({"sub": "alice", "tenant_id": " acme", "exp": now() + 60}),
+        json!({"sub": "alice", "tenant_id": "acme\u{a0}", "exp": now() + 60}),
+        json!({"sub": "alice", "tenant_id": "acme\u{3000}", "exp": now() + 60}),
+        json!({"sub": "alice\t", "tenant_id": "acme", "exp": now() + 60}),
+        json!({"sub": "alice\n", "tenant_id": "acme", "exp": now() + 60}),
+    ];
+    for claims in &lookalikes {
+        let problem = expect_problem(app.get("/api/memories/secret", &hs256(claims)), 401).await;
+        assert!(problem["detail"].as_str().is_some(), "{claims}");
+        expect_problem(
+            app.put("/api/memories/secret", &hs256(claims))
+                .json(&json!({"content": "overwritten"})),
+            401,
+        )
+        .await;
+    }
+    // Numbers are not strings: tenant 123 is not tenant "123".
+    let numeric = hs256(&json!({"sub": "alice", "tenant_id": 123, "exp": now() + 60}));
+    expect_problem(app.get("/api/me", &numeric), 401).await;
+    // Case and inner characters make other identities, which see nothing of alice's.
+    for (tenant, user) in [("ACME", "alice"), ("acme", "Alice"), ("ac me", "alice")] {
+        let other = app.token(tenant, user);
+        expect_problem(app.get("/api/memories/secret", &other), 404).await;
+        let me = expect(app.get("/api/me", &other), 200).await;
+        assert_eq!(me["tenant_id"], tenant);
+        assert_eq!(me["user_id"], user);
+    }
+    let body = expect(app.get("/api/memories/secret", &alice), 200).await;
+    assert_eq!(body["content"], "alice's secret", "nothing overwrote it");
 }
 
 #[sqlx::test]

@@ -629,12 +629,42 @@ pub async fn read_artifact(
     let mut response = (status, bytes).into_response();
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, header_value(&artifact.mime_type)?);
+    // The type is the uploader's word: browsers must not sniff another, and types a browser
+    // would run (HTML, SVG, XML, scripts) are downloaded rather than rendered on this origin.
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if is_active_type(&artifact.mime_type) {
+        h.insert(
+            header::CONTENT_DISPOSITION,
+            HeaderValue::from_static("attachment"),
+        );
+    }
     h.insert(header::ETAG, header_value(&etag)?);
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if let Some(value) = answer.content_range(len) {
         h.insert(header::CONTENT_RANGE, header_value(&value)?);
     }
     Ok(response)
+}
+
+/// Whether a browser would render or run content of `mime` (so it must be served as a download).
+fn is_active_type(mime: &str) -> bool {
+    let essence = mime
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence.starts_with("text/html")
+        || essence.contains("xml")
+        || essence.contains("javascript")
+        || essence.contains("ecmascript")
+        || essence == "image/svg+xml"
+        || essence == "application/pdf"
+        || essence == "text/css"
+        || !essence.contains('/')
 }
 
 /// Deletes an artifact no step refers to (the history is immutable: 409 names the step that

@@ -14,6 +14,8 @@ use super::model::*;
 use super::parts::{self, Part, StepRefs};
 use super::waits::WaitStatus;
 use crate::error::{ApiError, ApiResult};
+use crate::search::TextQuery;
+use crate::search::query::{QUERY_CTE, idf_ranking};
 
 /// 404 for a task the caller does not have.
 pub fn task_not_found(id: Uuid) -> ApiError {
@@ -771,8 +773,9 @@ struct HitRow {
     at: DateTime<Utc>,
 }
 
-/// Full-text search over messages, events, snapshots, step text and tool results, of one task
-/// (`task_id`) or all of the caller's. Ranked best first; `offset`/`limit` page through it, and
+/// Search over messages, events, snapshots, step text and tool results, of one task (`task_id`)
+/// or all of the caller's: the query's words ORed, ranked by [`idf_ranking`] like every other
+/// search. Ranked best first; `offset`/`limit` page through it, and
 /// `limit + 1` rows are fetched to tell whether more follow. Snippets are made for the returned
 /// page only.
 pub async fn search(
@@ -782,42 +785,74 @@ pub async fn search(
     offset: i64,
     limit: i64,
 ) -> Result<(Vec<SearchHit>, bool), sqlx::Error> {
-    let rows: Vec<HitRow> = sqlx::query_as(
-        "WITH q AS (SELECT websearch_to_tsquery('english', $1) AS q),
-         hits AS (
+    let text =
+        TextQuery::parse("query", query).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
+    let ranking = idf_ranking(
+        "task_id, source, seq, part_index, char_offset",
+        "SELECT (SELECT count(*) FROM task_messages WHERE $3::uuid IS NULL OR task_id = $3)
+              + (SELECT count(*) FROM task_events WHERE $3::uuid IS NULL OR task_id = $3)
+              + (SELECT count(*) FROM task_snapshots WHERE $3::uuid IS NULL OR task_id = $3)
+              + (SELECT count(*) FROM task_step_texts WHERE $3::uuid IS NULL OR task_id = $3)",
+    );
+    // The texts are indexed as `mnemo_task_doc` (English, no path splitting); the query's
+    // lexemes match them the same way.
+    let sql = format!(
+        "WITH {QUERY_CTE}, hits AS MATERIALIZED (
+             SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
+                    NULL::int AS char_offset, mnemo_task_doc(m.content) AS tsv
+             FROM task_messages m, q
+             WHERE numnode(q.pos) > 0 AND mnemo_task_doc(m.content) @@ q.q
+               AND ($3::uuid IS NULL OR m.task_id = $3)
+           UNION ALL
+             SELECT e.task_id, 'event', e.seq, NULL, NULL,
+                    mnemo_task_doc(mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info))
+             FROM task_events e, q
+             WHERE numnode(q.pos) > 0
+               AND mnemo_task_doc(mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info)) @@ q.q
+               AND ($3::uuid IS NULL OR e.task_id = $3)
+           UNION ALL
+             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, mnemo_task_doc(s.label || ' ' || s.content)
+             FROM task_snapshots s, q
+             WHERE numnode(q.pos) > 0 AND mnemo_task_doc(s.label || ' ' || s.content) @@ q.q
+               AND ($3::uuid IS NULL OR s.task_id = $3)
+           UNION ALL
+             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, mnemo_task_doc(t.content)
+             FROM task_step_texts t, q
+             WHERE numnode(q.pos) > 0 AND mnemo_task_doc(t.content) @@ q.q
+               AND ($3::uuid IS NULL OR t.task_id = $3)
+         ), {ranking}, docs AS (
              SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
                     NULL::int AS part_index, NULL::int AS char_offset, NULL::text AS tool_call_id,
-                    NULL::text AS label, m.content AS doc,
-                    ts_rank(mnemo_task_doc(m.content), q.q) AS rank, m.created_at AS at
-             FROM task_messages m, q
-             WHERE mnemo_task_doc(m.content) @@ q.q AND ($2::uuid IS NULL OR m.task_id = $2)
+                    NULL::text AS label, m.content AS doc, m.created_at AS at
+             FROM task_messages m JOIN scored sc
+               ON sc.source = 'message' AND sc.task_id = m.task_id AND sc.seq = m.seq
            UNION ALL
              SELECT e.task_id, 'event', e.seq, NULL, NULL, NULL, NULL, NULL,
                     mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info),
-                    ts_rank(mnemo_task_doc(mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info)), q.q),
                     e.ts
-             FROM task_events e, q
-             WHERE mnemo_task_doc(mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info)) @@ q.q
-               AND ($2::uuid IS NULL OR e.task_id = $2)
+             FROM task_events e JOIN scored sc
+               ON sc.source = 'event' AND sc.task_id = e.task_id AND sc.seq = e.seq
            UNION ALL
-             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content,
-                    ts_rank(mnemo_task_doc(s.label || ' ' || s.content), q.q), s.ts
-             FROM task_snapshots s, q
-             WHERE mnemo_task_doc(s.label || ' ' || s.content) @@ q.q
-               AND ($2::uuid IS NULL OR s.task_id = $2)
+             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content, s.ts
+             FROM task_snapshots s JOIN scored sc
+               ON sc.source = 'snapshot' AND sc.task_id = s.task_id AND sc.seq = s.seq
            UNION ALL
              SELECT t.task_id, t.kind, t.seq, st.step_id, t.part_index, t.char_offset,
-                    st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content,
-                    ts_rank(mnemo_task_doc(t.content), q.q), st.created_at
+                    st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content, st.created_at
              FROM task_step_texts t
+             JOIN scored sc
+               ON sc.source = t.kind AND sc.task_id = t.task_id AND sc.seq = t.seq
+              AND sc.part_index = t.part_index AND sc.char_offset = t.char_offset
              JOIN task_steps st ON st.tenant_id = t.tenant_id AND st.user_id = t.user_id
-                               AND st.task_id = t.task_id AND st.seq = t.seq, q
-             WHERE mnemo_task_doc(t.content) @@ q.q AND ($2::uuid IS NULL OR t.task_id = $2)
-         ),
-         page AS (
-             SELECT * FROM hits
-             ORDER BY rank DESC, at DESC, task_id, source, seq, part_index, char_offset
-             OFFSET $3 LIMIT $4
+                               AND st.task_id = t.task_id AND st.seq = t.seq
+         ), page AS (
+             SELECT d.*, sc.score AS rank FROM docs d JOIN scored sc
+               ON sc.task_id = d.task_id AND sc.source = d.source AND sc.seq = d.seq
+              AND sc.part_index IS NOT DISTINCT FROM d.part_index
+              AND sc.char_offset IS NOT DISTINCT FROM d.char_offset
+             ORDER BY sc.score DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index,
+                      d.char_offset
+             OFFSET $4 LIMIT $5
          )
          SELECT page.task_id, page.source, page.seq, page.step_id, page.part_index,
                 page.char_offset, page.tool_call_id, page.label,
@@ -826,14 +861,16 @@ pub async fn search(
                 page.rank, page.at
          FROM page, q
          ORDER BY page.rank DESC, page.at DESC, page.task_id, page.source, page.seq,
-                  page.part_index, page.char_offset",
-    )
-    .bind(query)
-    .bind(task_id)
-    .bind(offset)
-    .bind(limit + 1)
-    .fetch_all(tx)
-    .await?;
+                  page.part_index, page.char_offset"
+    );
+    let rows: Vec<HitRow> = sqlx::query_as(&sql)
+        .bind(&text.any)
+        .bind(&text.none)
+        .bind(task_id)
+        .bind(offset)
+        .bind(limit + 1)
+        .fetch_all(tx)
+        .await?;
     let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
     let hits = rows
         .into_iter()

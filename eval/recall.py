@@ -1,0 +1,530 @@
+#!/usr/bin/env python3
+"""Retrieval evaluation of mnemo's memory search on the dialogues in eval/dataset.
+
+For each conversation a fresh user (a token minted here, HS256 with MNEMO_JWT_SECRET) stores every
+turn as a detail memory, then each question is searched in each requested mode. A question is
+answered when its evidence turns come back: recall@k, MRR and per-category recall are reported
+next to an Okapi BM25 baseline computed here over the same stored strings.
+
+Standard library only. Exit status: 0 on a finished run, 1 when the server refuses the ingest or
+the dataset is broken, 2 when the server cannot be reached.
+"""
+
+import argparse
+import base64
+import collections
+import hashlib
+import hmac
+import json
+import math
+import os
+import re
+import secrets
+import statistics
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+KEY_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+WORD_RE = re.compile(r"[a-z0-9]+")
+BACKLOG_RE = re.compile(r"^mnemo_embedding_backlog(?:\{[^}]*\})?\s+([0-9.eE+-]+)\s*$", re.M)
+SEMANTIC_MODES = {"semantic", "hybrid"}
+
+# A standard English stopword list (the classic ~180-word list used by common IR toolkits).
+STOPWORDS = frozenset("""
+a about above after again against ain all am an and any are aren aren't as at be because been
+before being below between both but by can couldn couldn't d did didn didn't do does doesn
+doesn't doing don don't down during each few for from further had hadn hadn't has hasn hasn't
+have haven haven't having he her here hers herself him himself his how i if in into is isn isn't
+it it's its itself just ll m ma me mightn mightn't more most mustn mustn't my myself needn
+needn't no nor not now o of off on once only or other our ours ourselves out over own re s same
+shan shan't she she's should should've shouldn shouldn't so some such t than that that'll the
+their theirs them themselves then there these they this those through to too under until up ve
+very was wasn wasn't we were weren weren't what when where which while who whom why will with
+won won't wouldn wouldn't y you you'd you'll you're you've your yours yourself yourselves
+""".split())
+
+
+class TransportError(Exception):
+    """The server could not be reached or did not answer HTTP."""
+
+
+class Fatal(Exception):
+    """The run cannot go on (a refused ingest, a broken dataset)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP and tokens
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def mint_token(secret: str, sub: str, tenant: str, ttl: int = 3600) -> str:
+    """An HS256 JWT with `sub`, `tenant_id`, `iat` and `exp`."""
+    now = int(time.time())
+    header = {"alg": "HS256", "typ": "JWT"}
+    claims = {"sub": sub, "tenant_id": tenant, "iat": now, "exp": now + ttl}
+    signing_input = (
+        b64url(json.dumps(header, separators=(",", ":")).encode())
+        + "."
+        + b64url(json.dumps(claims, separators=(",", ":")).encode())
+    )
+    sig = hmac.new(secret.encode(), signing_input.encode("ascii"), hashlib.sha256).digest()
+    return signing_input + "." + b64url(sig)
+
+
+class Client:
+    def __init__(self, base_url: str, timeout: float = 60.0):
+        self.base = base_url.rstrip("/")
+        self.timeout = timeout
+
+    def request(self, method, path, body=None, token=None):
+        """Returns (status, parsed JSON body or text). Raises TransportError when no HTTP answer."""
+        data = None
+        headers = {"Accept": "application/json, application/problem+json, text/plain"}
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if token:
+            headers["Authorization"] = "Bearer " + token
+        req = urllib.request.Request(self.base + path, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                status, raw, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as err:
+            status, raw, ctype = err.code, err.read(), err.headers.get("Content-Type", "")
+        except (urllib.error.URLError, OSError) as err:
+            raise TransportError(f"{method} {self.base}{path}: {getattr(err, 'reason', err)}")
+        text = raw.decode("utf-8", errors="replace")
+        if "json" in ctype:
+            try:
+                return status, json.loads(text)
+            except ValueError:
+                pass
+        return status, text
+
+
+def problem_text(status, body) -> str:
+    """One line out of an RFC 9457 problem (or whatever the body was)."""
+    if isinstance(body, dict):
+        detail = body.get("detail") or body.get("title") or json.dumps(body)
+        field = body.get("field")
+        return f"{status} {detail}" + (f" (field `{field}`)" if field else "")
+    return f"{status} {str(body).strip()[:300]}"
+
+
+def rejects_mode_field(body) -> bool:
+    """A 422 that is about the `mode` field (unknown field, or a value the server refuses)."""
+    if not isinstance(body, dict):
+        return False
+    return body.get("field") == "mode" or "`mode`" in str(body.get("detail", ""))
+
+
+# ---------------------------------------------------------------------------------------------
+# Dataset
+
+
+def load_dataset(folder: Path, limit):
+    files = sorted(folder.glob("*.json"))
+    if not files:
+        raise Fatal(f"no *.json files in {folder}")
+    convs = []
+    for path in files:
+        try:
+            conv = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise Fatal(f"{path}: {err}")
+        turn_ids = set()
+        for session in conv["sessions"]:
+            for turn in session["turns"]:
+                if turn["id"] in turn_ids:
+                    raise Fatal(f"{path}: duplicate turn id {turn['id']}")
+                if not KEY_RE.match(turn["id"]):
+                    raise Fatal(f"{path}: turn id {turn['id']!r} is not a valid memory key")
+                turn_ids.add(turn["id"])
+        for q in conv["questions"]:
+            missing = [e for e in q["evidence"] if e not in turn_ids]
+            if missing or not q["evidence"]:
+                raise Fatal(f"{path}: question {q['id']} has unknown evidence {missing}")
+        convs.append(conv)
+    return convs[:limit] if limit else convs
+
+
+def documents(conv):
+    """(memory key, stored content, metadata) for every turn, in dialogue order."""
+    docs = []
+    for session in conv["sessions"]:
+        for turn in session["turns"]:
+            content = f"{session['date']} {turn['speaker']}: {turn['text']}"
+            meta = {"conversation": conv["id"], "session": session["id"], "turn": turn["id"]}
+            docs.append((turn["id"], content, meta))
+    return docs
+
+
+# ---------------------------------------------------------------------------------------------
+# BM25 baseline
+
+
+def tokens(text: str):
+    return [w for w in WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+
+
+class BM25:
+    def __init__(self, docs, k1=1.2, b=0.75):
+        self.keys = [key for key, _, _ in docs]
+        self.tfs = [collections.Counter(tokens(content)) for _, content, _ in docs]
+        self.lens = [sum(tf.values()) for tf in self.tfs]
+        self.avgdl = (sum(self.lens) / len(self.lens)) if self.lens else 0.0
+        self.k1, self.b = k1, b
+        df = collections.Counter()
+        for tf in self.tfs:
+            df.update(tf.keys())
+        n = len(self.tfs)
+        self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
+
+    def search(self, query: str, limit: int):
+        terms = tokens(query)
+        scored = []
+        for i, tf in enumerate(self.tfs):
+            score = 0.0
+            norm = self.k1 * (1 - self.b + self.b * self.lens[i] / self.avgdl)
+            for w in terms:
+                f = tf.get(w)
+                if f:
+                    score += self.idf[w] * f * (self.k1 + 1) / (f + norm)
+            if score > 0:
+                scored.append((-score, i))
+        scored.sort()
+        return [self.keys[i] for _, i in scored[:limit]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+
+
+class Scores:
+    """Per-method accumulator of per-question rankings."""
+
+    def __init__(self, ks):
+        self.ks = ks
+        self.rows = []  # one dict per question
+        self.latencies = []
+        self.duplicate_lists = 0
+        self.duplicate_hits = 0
+        self.errors = 0
+
+    def add(self, question, keys, latency=None):
+        if latency is not None:
+            self.latencies.append(latency)
+        counts = collections.Counter(keys)
+        dups = sum(c - 1 for c in counts.values() if c > 1)
+        if dups:
+            self.duplicate_lists += 1
+            self.duplicate_hits += dups
+        evidence = question["evidence"]
+        ranks = {}
+        for e in evidence:
+            ranks[e] = keys.index(e) + 1 if e in keys else None
+        found = [r for r in ranks.values() if r is not None]
+        first = min(found) if found else None
+        self.rows.append({
+            "id": question["id"],
+            "category": question["category"],
+            "ranks": ranks,
+            "recall": {k: sum(1 for r in found if r <= k) / len(evidence) for k in self.ks},
+            "rr": (1.0 / first) if first is not None else 0.0,
+            "top": keys,
+        })
+
+    def summary(self):
+        n = len(self.rows)
+        if n == 0:
+            return None
+        out = {f"recall@{k}": sum(r["recall"][k] for r in self.rows) / n for k in self.ks}
+        out["mrr"] = sum(r["rr"] for r in self.rows) / n
+        kmax = max(self.ks)
+        cats = collections.defaultdict(list)
+        for r in self.rows:
+            cats[r["category"]].append(r["recall"][kmax])
+        out[f"by_category_recall@{kmax}"] = {c: sum(v) / len(v) for c, v in sorted(cats.items())}
+        out["questions"] = n
+        out["duplicate_hit_lists"] = self.duplicate_lists
+        out["duplicate_hits"] = self.duplicate_hits
+        out["errors"] = self.errors
+        if self.latencies:
+            lat = sorted(self.latencies)
+            out["latency_ms_mean"] = 1000 * statistics.fmean(lat)
+            out["latency_ms_p95"] = 1000 * lat[min(len(lat) - 1, int(0.95 * len(lat)))]
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def ingest(client, conv, token):
+    docs = documents(conv)
+    for key, content, meta in docs:
+        body = {"content": content, "memory_type": "conversation_turn", "metadata": meta}
+        status, resp = client.request(
+            "PUT", "/api/memories/" + urllib.parse.quote(key, safe=":._-"), body, token
+        )
+        if status not in (200, 201):
+            raise Fatal(f"storing {key} failed: {problem_text(status, resp)}")
+    return docs
+
+
+def read_backlog(client):
+    """The embedding backlog gauge, or None when /metrics does not expose it."""
+    status, body = client.request("GET", "/metrics")
+    if status != 200 or not isinstance(body, str):
+        return None
+    found = BACKLOG_RE.findall(body)
+    if not found:
+        return None
+    return sum(float(v) for v in found)
+
+
+def wait_for_embeddings(client, timeout=300.0):
+    start = time.monotonic()
+    backlog = read_backlog(client)
+    if backlog is None:
+        log("metrics: no mnemo_embedding_backlog gauge; not waiting for the indexer")
+        return {"waited_s": 0.0, "gauge": False}
+    last = None
+    while backlog > 0:
+        elapsed = time.monotonic() - start
+        if elapsed > timeout:
+            log(f"embedding backlog still {backlog:g} after {timeout:.0f} s; searching anyway")
+            return {"waited_s": elapsed, "gauge": True, "timed_out": True, "backlog": backlog}
+        if last is None or time.monotonic() - last >= 5:
+            log(f"waiting for the indexer: backlog {backlog:g} ({elapsed:.0f} s)")
+            last = time.monotonic()
+        time.sleep(0.5)
+        backlog = read_backlog(client) or 0
+    waited = time.monotonic() - start
+    log(f"embedding backlog is 0 (waited {waited:.1f} s)")
+    return {"waited_s": waited, "gauge": True, "timed_out": False}
+
+
+def run_mode(client, mode, convs, tokens_by_conv, limit, ks, notes):
+    """Scores one search mode over every question; returns (Scores or None, note)."""
+    scores = Scores(ks)
+    send_mode = True
+    for conv in convs:
+        token = tokens_by_conv[conv["id"]]
+        for q in conv["questions"]:
+            body = {"query": q["question"], "limit": limit}
+            if send_mode:
+                body["mode"] = mode
+            t0 = time.perf_counter()
+            status, resp = client.request("POST", "/api/memories/search", body, token)
+            latency = time.perf_counter() - t0
+            if status == 422 and send_mode:
+                if mode == "keyword" and rejects_mode_field(resp):
+                    notes.append(
+                        f"keyword: the server refused the `mode` field "
+                        f"({problem_text(status, resp)}); searched without `mode`"
+                    )
+                    log(notes[-1])
+                    send_mode = False
+                    body.pop("mode")
+                    t0 = time.perf_counter()
+                    status, resp = client.request("POST", "/api/memories/search", body, token)
+                    latency = time.perf_counter() - t0
+                else:
+                    return None, problem_text(status, resp)
+            if status != 200 or not isinstance(resp, dict):
+                scores.errors += 1
+                log(f"{mode}: search for {q['id']} failed: {problem_text(status, resp)}")
+                scores.add(q, [], None)
+                continue
+            keys = [h.get("memory_key") for h in resp.get("hits", [])][:limit]
+            scores.add(q, keys, latency)
+    return scores, None
+
+
+def fmt(x):
+    return f"{x:.3f}"
+
+
+def print_report(results, ks, categories, timing, notes):
+    kmax = max(ks)
+    cols = [f"recall@{k}" for k in ks] + ["MRR"]
+    print()
+    print("| method | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    for name, res in results.items():
+        if res.get("summary") is None:
+            print(f"| {name} | " + " | ".join(["n/a"] * len(cols)) + " |")
+        else:
+            s = res["summary"]
+            vals = [fmt(s[f"recall@{k}"]) for k in ks] + [fmt(s["mrr"])]
+            print(f"| {name} | " + " | ".join(vals) + " |")
+    print()
+    print(f"Recall@{kmax} by category:")
+    print()
+    print("| method | " + " | ".join(f"{c} ({n})" for c, n in categories) + " |")
+    print("|---" * (len(categories) + 1) + "|")
+    for name, res in results.items():
+        s = res.get("summary")
+        if s is None:
+            print(f"| {name} | " + " | ".join(["n/a"] * len(categories)) + " |")
+        else:
+            by = s[f"by_category_recall@{kmax}"]
+            print(f"| {name} | " + " | ".join(fmt(by.get(c, 0.0)) for c, _ in categories) + " |")
+    print()
+    print("Timing and hygiene:")
+    print()
+    if "ingest_s" in timing:
+        print(f"- ingest: {timing['ingest_turns']} turns in {timing['ingest_s']:.1f} s "
+              f"({1000 * timing['ingest_s'] / max(1, timing['ingest_turns']):.1f} ms per turn)")
+    wait = timing.get("embedding_wait")
+    if wait and wait.get("gauge"):
+        extra = " (timed out)" if wait.get("timed_out") else ""
+        print(f"- waited {wait['waited_s']:.1f} s for the embedding backlog to reach 0{extra}")
+    elif wait:
+        print("- /metrics has no mnemo_embedding_backlog gauge: did not wait for the indexer")
+    for name, res in results.items():
+        s = res.get("summary")
+        if s is None:
+            print(f"- {name}: n/a: {res.get('unavailable')}")
+            continue
+        parts = []
+        if "latency_ms_mean" in s:
+            parts.append(f"mean search latency {s['latency_ms_mean']:.1f} ms "
+                         f"(p95 {s['latency_ms_p95']:.1f} ms)")
+        parts.append(f"{s['duplicate_hits']} duplicate hits in {s['duplicate_hit_lists']} lists")
+        if s["errors"]:
+            parts.append(f"{s['errors']} failed searches")
+        print(f"- {name}: " + ", ".join(parts))
+    for note in notes:
+        print(f"- note: {note}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", default=os.environ.get("MNEMO_URL", "http://127.0.0.1:8080"))
+    ap.add_argument("--token", help="one token for every conversation instead of a user minted per "
+                    "conversation from MNEMO_JWT_SECRET; then every search also sees the other "
+                    "conversations' turns (and earlier runs'), unlike the BM25 baseline")
+    ap.add_argument("--modes", default="keyword,semantic,hybrid")
+    ap.add_argument("--k", default="5,10", help="recall cut-offs, comma-separated; searches ask "
+                    "for max(10, largest k) hits, which is also the MRR cut-off")
+    ap.add_argument("--dataset", default=str(Path(__file__).resolve().parent / "dataset"))
+    ap.add_argument("--out", help="write the full results (per question) to this JSON file")
+    ap.add_argument("--limit-conversations", type=int, default=0, metavar="N",
+                    help="only the first N conversations (a quick run)")
+    ap.add_argument("--tenant", default="eval")
+    ap.add_argument("--bm25-only", action="store_true", help="no server: only the baseline")
+    args = ap.parse_args(argv)
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
+    if not ks or ks[0] < 1 or ks[-1] > 100:
+        ap.error("--k values must be between 1 and 100")
+    limit = max(10, ks[-1])
+
+    try:
+        convs = load_dataset(Path(args.dataset), args.limit_conversations)
+    except Fatal as err:
+        log(f"eval: {err}")
+        return 1
+    n_questions = sum(len(c["questions"]) for c in convs)
+    n_turns = sum(len(documents(c)) for c in convs)
+    log(f"dataset: {len(convs)} conversations, {n_turns} turns, {n_questions} questions")
+    cat_counts = collections.Counter(q["category"] for c in convs for q in c["questions"])
+    categories = sorted(cat_counts.items())
+
+    results = {}
+    notes = []
+    timing = {}
+
+    bm25 = Scores(ks)
+    for conv in convs:
+        index = BM25(documents(conv))
+        for q in conv["questions"]:
+            bm25.add(q, index.search(q["question"], limit))
+    results["bm25 (baseline)"] = {"summary": bm25.summary(), "questions": bm25.rows}
+
+    if not args.bm25_only:
+        secret = os.environ.get("MNEMO_JWT_SECRET")
+        if not args.token and not secret:
+            log("eval: set MNEMO_JWT_SECRET (tokens are minted per conversation) or pass --token")
+            return 1
+        client = Client(args.url)
+        run_id = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
+        tokens_by_conv = {}
+        users = {}
+        try:
+            t0 = time.perf_counter()
+            for conv in convs:
+                user = f"eval-{run_id}-{conv['id']}"
+                users[conv["id"]] = user
+                token = args.token or mint_token(secret, user, args.tenant)
+                tokens_by_conv[conv["id"]] = token
+                c0 = time.perf_counter()
+                docs = ingest(client, conv, token)
+                log(f"ingested {conv['id']}: {len(docs)} turns in {time.perf_counter() - c0:.1f} s")
+            timing["ingest_s"] = time.perf_counter() - t0
+            timing["ingest_turns"] = n_turns
+
+            for mode in modes:
+                if mode in SEMANTIC_MODES and "embedding_wait" not in timing:
+                    timing["embedding_wait"] = wait_for_embeddings(client)
+                scores, unavailable = run_mode(client, mode, convs, tokens_by_conv, limit, ks, notes)
+                name = f"mnemo {mode}"
+                if scores is None:
+                    log(f"{mode}: n/a: {unavailable}")
+                    results[name] = {"summary": None, "unavailable": unavailable}
+                else:
+                    results[name] = {"summary": scores.summary(), "questions": scores.rows}
+            # The server ignoring `mode` would make modes return the same lists: say so.
+            tops = {name: [r["top"] for r in res["questions"]]
+                    for name, res in results.items()
+                    if name.startswith("mnemo ") and res.get("summary") is not None}
+            names = list(tops)
+            for i, a in enumerate(names):
+                for b in names[i + 1:]:
+                    if tops[a] == tops[b]:
+                        notes.append(f"{a} and {b} returned identical hit lists for every "
+                                     f"question (is `mode` ignored?)")
+        except TransportError as err:
+            log(f"eval: cannot reach mnemo: {err}")
+            return 2
+        except Fatal as err:
+            log(f"eval: {err}")
+            return 1
+        timing["users"] = users
+        timing["run_id"] = run_id
+
+    print(f"mnemo retrieval eval: {len(convs)} conversations, {n_turns} turns, "
+          f"{n_questions} questions" + ("" if args.bm25_only else f", server {args.url}"))
+    print_report(results, ks, categories, timing, notes)
+
+    if args.out:
+        payload = {
+            "dataset": {"conversations": len(convs), "turns": n_turns,
+                        "questions": n_questions, "categories": dict(cat_counts)},
+            "k": ks,
+            "modes": modes,
+            "timing": timing,
+            "notes": notes,
+            "results": results,
+        }
+        Path(args.out).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        log(f"results written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

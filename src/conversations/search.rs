@@ -1,0 +1,345 @@
+//! Search over archived conversation messages, across the caller's sessions: by words, by
+//! meaning, or both, with the same ranking as every other search.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiResult};
+use crate::search::query::{QUERY_CTE, idf_ranking};
+use crate::search::{Candidate, QueryVector, SearchMode, TextQuery, fuse};
+
+/// Body of `POST /api/chat/search`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChatSearchRequest {
+    /// A question or keywords (1 to 1000 characters); words and `"phrases"` are ORed, `-word`
+    /// excludes.
+    pub query: String,
+    /// Only this session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Only sessions with this agent.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// Only messages written at or after this time (RFC 3339).
+    #[serde(default)]
+    pub after: Option<DateTime<Utc>>,
+    /// Only messages written before this time (RFC 3339).
+    #[serde(default)]
+    pub before: Option<DateTime<Utc>>,
+    /// Hits to return (1 to 100, default 10).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// `keyword`, `semantic` or `hybrid`; default `hybrid` with an embedder, else `keyword`.
+    #[serde(default)]
+    pub mode: Option<SearchMode>,
+}
+
+/// One message found.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MessageHit {
+    pub session_id: String,
+    pub message_id: String,
+    /// `user` or `ai` (or `tool`).
+    pub sender: String,
+    /// When the message was written.
+    pub timestamp: DateTime<Utc>,
+    /// The agent of the message's session.
+    pub agent_id: String,
+    /// The message text with matched words in `**bold**` (a semantic-only hit: its start).
+    pub snippet: String,
+    /// Rank score, higher is better (see `SearchHit.score`).
+    pub score: f32,
+    pub keyword_rank: Option<u32>,
+    pub vector_rank: Option<u32>,
+    pub similarity: Option<f32>,
+    /// The message before this one in its session, if any.
+    pub previous_message_id: Option<String>,
+    /// The message after this one in its session, if any.
+    pub next_message_id: Option<String>,
+}
+
+/// Answer of `POST /api/chat/search`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChatSearchResults {
+    pub mode: SearchMode,
+    /// True when the embedder failed and only keyword results are served.
+    pub degraded: bool,
+    pub hits: Vec<MessageHit>,
+    /// More hits exist past `limit`.
+    pub has_more: bool,
+}
+
+/// The caller's messages a search may see, as a CTE `msg`; binds $3..$7 (and the retention
+/// cutoff $8).
+const MESSAGES: &str = "msg AS (
+     SELECT m.seq, m.tsv FROM conversation_messages m
+     JOIN agent_sessions s
+       ON s.tenant_id = m.tenant_id AND s.user_id = m.user_id AND s.session_id = m.session_id
+     WHERE m.tenant_id = current_setting('mnemo.tenant')
+       AND m.user_id = current_setting('mnemo.user')
+       AND ($3::text IS NULL OR m.session_id = $3)
+       AND ($4::text IS NULL OR s.agent_name = $4)
+       AND ($5::timestamptz IS NULL OR m.sent_at >= $5)
+       AND ($6::timestamptz IS NULL OR m.sent_at < $6)
+       AND ($7::int IS NULL OR m.archived_at >= now() - make_interval(days => $7::int))
+ )";
+
+/// Most candidates each side contributes before fusion.
+const CANDIDATES: i64 = 100;
+
+#[derive(sqlx::FromRow)]
+struct Scored {
+    seq: i64,
+    score: f32,
+}
+
+#[derive(sqlx::FromRow)]
+struct Shown {
+    session_id: String,
+    message_id: String,
+    sender: String,
+    sent_at: DateTime<Utc>,
+    agent_name: String,
+    snippet: String,
+    previous_id: Option<String>,
+    next_id: Option<String>,
+}
+
+/// The filters of a request, validated.
+pub struct Filters {
+    session_id: Option<String>,
+    agent_id: Option<String>,
+    after: Option<DateTime<Utc>>,
+    before: Option<DateTime<Utc>>,
+    retention_days: Option<i32>,
+}
+
+type ScoredQuery<'q> =
+    sqlx::query::QueryAs<'q, sqlx::Postgres, Scored, sqlx::postgres::PgArguments>;
+
+fn bind_filters<'q>(query: ScoredQuery<'q>, f: &'q Filters) -> ScoredQuery<'q> {
+    query
+        .bind(&f.session_id)
+        .bind(&f.agent_id)
+        .bind(f.after)
+        .bind(f.before)
+        .bind(f.retention_days)
+}
+
+async fn keyword_candidates(
+    conn: &mut PgConnection,
+    text: &TextQuery,
+    filters: &Filters,
+) -> ApiResult<Vec<Scored>> {
+    let ranking = idf_ranking(
+        "seq",
+        "SELECT count(*) FROM conversation_messages c
+         WHERE c.tenant_id = current_setting('mnemo.tenant')
+           AND c.user_id = current_setting('mnemo.user')",
+    );
+    let sql = format!(
+        "WITH {QUERY_CTE}, {MESSAGES}, hits AS MATERIALIZED (
+             SELECT msg.seq, msg.tsv FROM msg, q
+             WHERE numnode(q.pos) > 0 AND msg.tsv @@ q.q
+         ), {ranking}
+         SELECT seq, score FROM scored ORDER BY score DESC, seq DESC LIMIT $8"
+    );
+    let query = sqlx::query_as::<_, Scored>(&sql)
+        .bind(&text.any)
+        .bind(&text.none);
+    Ok(bind_filters(query, filters)
+        .bind(CANDIDATES)
+        .fetch_all(&mut *conn)
+        .await?)
+}
+
+/// The messages nearest the query; with `only`, the similarity of just those messages.
+async fn vector_candidates(
+    conn: &mut PgConnection,
+    vector: &QueryVector,
+    filters: &Filters,
+    only: Option<&[i64]>,
+) -> ApiResult<Vec<Scored>> {
+    let dims = vector.values.len();
+    // The dimension is the embedder's (see the memory search); it names the HNSW index.
+    let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
+    let sql = format!(
+        "WITH {MESSAGES}
+         SELECT m.seq, (1 - {distance})::real AS score
+         FROM message_vectors v
+         JOIN conversation_messages m
+           ON m.tenant_id = v.tenant_id AND m.user_id = v.user_id
+          AND m.session_id = v.session_id AND m.message_id = v.message_id
+         WHERE v.tenant_id = current_setting('mnemo.tenant')
+           AND v.user_id = current_setting('mnemo.user')
+           AND v.model = $2
+           AND m.seq IN (SELECT seq FROM msg)
+           AND ($9::int8[] IS NULL OR m.seq = ANY($9))
+         ORDER BY {distance}
+         LIMIT $8"
+    );
+    sqlx::query("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        .execute(&mut *conn)
+        .await?;
+    let query = sqlx::query_as::<_, Scored>(&sql)
+        .bind(pgvector::Vector::from(vector.values.clone()))
+        .bind(&vector.model_id);
+    let mut rows = bind_filters(query, filters)
+        .bind(CANDIDATES)
+        .bind(only)
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.sort_by(|a, b| b.score.total_cmp(&a.score));
+    Ok(rows)
+}
+
+/// Validates a request's filters and limit.
+pub fn filters(
+    request: &ChatSearchRequest,
+    retention_days: Option<i32>,
+) -> ApiResult<(TextQuery, Filters, u32)> {
+    let text = TextQuery::parse("query", &request.query)?;
+    let limit = request.limit.unwrap_or(10);
+    if limit == 0 || limit > 100 {
+        return Err(ApiError::invalid("limit", "`limit` must be 1 to 100"));
+    }
+    for (field, value) in [
+        ("session_id", &request.session_id),
+        ("agent_id", &request.agent_id),
+    ] {
+        if value
+            .as_deref()
+            .is_some_and(|v| v.contains('\0') || v.len() > 256)
+        {
+            return Err(ApiError::invalid(
+                field,
+                format!("`{field}` must be at most 256 bytes without NUL characters"),
+            ));
+        }
+    }
+    Ok((
+        text,
+        Filters {
+            session_id: request.session_id.clone(),
+            agent_id: request.agent_id.clone(),
+            after: request.after,
+            before: request.before,
+            retention_days,
+        },
+        limit,
+    ))
+}
+
+/// Ranked search over the caller's archived messages; see [`crate::search`] for the modes.
+pub async fn search_messages(
+    conn: &mut PgConnection,
+    request: &ChatSearchRequest,
+    retention_days: Option<i32>,
+    mode: SearchMode,
+    vector: Option<&QueryVector>,
+) -> ApiResult<ChatSearchResults> {
+    let (text, filters, limit) = filters(request, retention_days)?;
+    let vector = vector.filter(|_| mode.semantic());
+    let degraded = mode.semantic() && vector.is_none();
+    let keyword_side = mode.keyword() || degraded;
+
+    let keyword = if keyword_side {
+        keyword_candidates(conn, &text, &filters).await?
+    } else {
+        Vec::new()
+    };
+    let mut near = Vec::new();
+    if let Some(vector) = vector {
+        near = vector_candidates(conn, vector, &filters, None).await?;
+        if keyword_side {
+            let missing: Vec<i64> = keyword
+                .iter()
+                .map(|k| k.seq)
+                .filter(|seq| !near.iter().any(|n| n.seq == *seq))
+                .collect();
+            if !missing.is_empty() {
+                near.extend(vector_candidates(conn, vector, &filters, Some(&missing)).await?);
+            }
+        }
+    }
+    let mut candidates: Vec<Candidate<i64>> = keyword
+        .iter()
+        .map(|k| Candidate {
+            id: k.seq,
+            keyword: Some(k.score),
+            similarity: near.iter().find(|n| n.seq == k.seq).map(|n| n.score),
+        })
+        .collect();
+    for n in &near {
+        if !keyword.iter().any(|k| k.seq == n.seq) {
+            candidates.push(Candidate {
+                id: n.seq,
+                keyword: None,
+                similarity: Some(n.score),
+            });
+        }
+    }
+    let mut ranked = fuse(candidates);
+    let has_more = ranked.len() > limit as usize;
+    ranked.truncate(limit as usize);
+
+    let seqs: Vec<i64> = ranked.iter().map(|r| r.id).collect();
+    let highlight: Vec<bool> = ranked.iter().map(|r| r.keyword.is_some()).collect();
+    let shown = sqlx::query_as::<_, Shown>(
+        "WITH q AS (SELECT websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS q)
+         SELECT m.session_id, m.message_id, m.sender, m.sent_at, s.agent_name,
+                CASE WHEN u.highlight
+                     THEN ts_headline('english', mnemo_memory_search_text(m.text), q.q,
+                              'StartSel=\"**\", StopSel=\"**\", MaxWords=35, MinWords=12')
+                     ELSE left(m.text, 300)
+                END AS snippet,
+                (SELECT p.message_id FROM conversation_messages p
+                 WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
+                   AND p.session_id = m.session_id AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
+                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1) AS previous_id,
+                (SELECT n.message_id FROM conversation_messages n
+                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
+                   AND n.session_id = m.session_id AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
+                 ORDER BY n.sent_at, n.seq LIMIT 1) AS next_id
+         FROM unnest($2::int8[], $3::bool[]) WITH ORDINALITY AS u(seq, highlight, ord)
+         CROSS JOIN q
+         JOIN conversation_messages m
+           ON m.tenant_id = current_setting('mnemo.tenant')
+          AND m.user_id = current_setting('mnemo.user') AND m.seq = u.seq
+         JOIN agent_sessions s
+           ON s.tenant_id = m.tenant_id AND s.user_id = m.user_id AND s.session_id = m.session_id
+         ORDER BY u.ord",
+    )
+    .bind(&text.any)
+    .bind(&seqs)
+    .bind(&highlight)
+    .fetch_all(&mut *conn)
+    .await?;
+    let hits = ranked
+        .iter()
+        .zip(shown)
+        .map(|(rank, m)| MessageHit {
+            session_id: m.session_id,
+            message_id: m.message_id,
+            sender: m.sender,
+            timestamp: m.sent_at,
+            agent_id: m.agent_name,
+            snippet: m.snippet,
+            score: rank.score,
+            keyword_rank: rank.keyword_rank,
+            vector_rank: rank.vector_rank,
+            similarity: rank.similarity,
+            previous_message_id: m.previous_id,
+            next_message_id: m.next_id,
+        })
+        .collect();
+    Ok(ChatSearchResults {
+        mode: if degraded { SearchMode::Keyword } else { mode },
+        degraded,
+        hits,
+        has_more,
+    })
+}

@@ -1,0 +1,512 @@
+//! The background indexer: embeds what writes queued in `embedding_outbox` and stores the vectors.
+//!
+//! Writes never call a model; they add an outbox row in their own transaction. The indexer runs
+//! as the `mnemo_indexer` role (its policies reach the outbox, the text to embed and the vectors
+//! of every tenant, and nothing else), claims due rows with `FOR UPDATE SKIP LOCKED` so several
+//! replicas share the work, embeds the chunks of each claimed memory, replaces their vectors and
+//! deletes the rows, all in one transaction. A failed batch is retried with exponential backoff
+//! (`attempts`, `not_before`, `last_error` on the rows). Rows survive restarts: they are only
+//! deleted with the vectors they produced.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sqlx::{PgPool, Postgres, Transaction};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::embed::Embedder;
+
+/// Outbox rows claimed per transaction.
+const BATCH_ROWS: i64 = 32;
+/// Chunks of one memory that get vectors (the first 64 × 16 KiB = 1 MiB of its content); keyword
+/// search covers the rest.
+pub const MAX_CHUNKS_PER_MEMORY: i64 = 64;
+/// Texts embedded in one pass (one transaction).
+const MAX_TEXTS_PER_PASS: usize = 256;
+/// Characters of a chunk handed to the embedder; the model reads at most 256 tokens anyway.
+const MAX_CHARS: usize = 2000;
+/// How often an idle indexer looks for work.
+const IDLE_POLL: Duration = Duration::from_millis(500);
+/// Longest wait before a failed row is tried again.
+const MAX_BACKOFF_SECS: i64 = 600;
+
+/// Counters the indexer keeps for `/metrics`.
+#[derive(Debug, Default)]
+pub struct IndexerStats {
+    /// Rows waiting in the outbox, as last seen.
+    pub backlog: AtomicU64,
+    /// Chunks embedded and stored.
+    pub embedded: AtomicU64,
+    /// Batches that failed (and were scheduled again).
+    pub failures: AtomicU64,
+}
+
+impl IndexerStats {
+    /// The Prometheus text of these figures.
+    pub fn render(&self) -> String {
+        format!(
+            "# HELP mnemo_embedding_backlog Texts waiting for the embedder (0 when idle).\n\
+             # TYPE mnemo_embedding_backlog gauge\n\
+             mnemo_embedding_backlog {}\n\
+             # HELP mnemo_embedded_total Texts embedded and stored.\n\
+             # TYPE mnemo_embedded_total counter\n\
+             mnemo_embedded_total {}\n\
+             # HELP mnemo_embedding_failures_total Embedding batches that failed and were retried.\n\
+             # TYPE mnemo_embedding_failures_total counter\n\
+             mnemo_embedding_failures_total {}\n",
+            self.backlog.load(Ordering::Relaxed),
+            self.embedded.load(Ordering::Relaxed),
+            self.failures.load(Ordering::Relaxed),
+        )
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct Claimed {
+    tenant_id: String,
+    user_id: String,
+    id: i64,
+    kind: String,
+    memory_id: Option<Uuid>,
+    session_id: Option<String>,
+    message_id: Option<String>,
+}
+
+/// A text to embed and where its vector goes.
+#[derive(sqlx::FromRow)]
+struct Text {
+    tenant_id: String,
+    user_id: String,
+    /// Memory chunks: the memory and the chunk's offset.
+    memory_id: Option<Uuid>,
+    byte_start: Option<i64>,
+    /// Messages: the session and message ids.
+    session_id: Option<String>,
+    message_id: Option<String>,
+    content: String,
+}
+
+/// A text and its vector.
+type Embedded<'a> = (&'a Text, Vec<f32>);
+
+/// What one pass did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pass {
+    /// Nothing was due.
+    Idle,
+    /// Outbox rows done, chunks embedded.
+    Done { rows: usize, chunks: usize },
+    /// The embedder or the database failed (why); the rows wait for a later attempt.
+    Failed(String),
+}
+
+/// Opens a transaction as the indexer role.
+async fn begin(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    pool.begin_with("BEGIN; SELECT set_config('role', 'mnemo_indexer', true)")
+        .await
+}
+
+/// Makes sure the vector table exists (creating pgvector when allowed) and this model has its
+/// HNSW index. Errors name what is missing.
+pub async fn prepare_schema(pool: &PgPool, embedder: &Embedder) -> Result<(), String> {
+    let ready: bool = sqlx::query_scalar("SELECT mnemo_create_vector_tables()")
+        .fetch_one(pool)
+        .await
+        .map_err(|e| format!("checking for pgvector failed: {e}"))?;
+    if !ready {
+        return Err(
+            "MNEMO_EMBEDDER needs the PostgreSQL extension pgvector: install it, or have \
+                    a superuser run `CREATE EXTENSION vector` in this database"
+                .into(),
+        );
+    }
+    // One partial index per model: the column has no fixed dimension, the cast gives it one.
+    let name = format!("memory_vectors_hnsw_{}", short_hash(embedder.model_id()));
+    let statement: String = sqlx::query_scalar(
+        "SELECT format('CREATE INDEX IF NOT EXISTS %I ON memory_vectors USING hnsw \
+                        ((embedding::vector(%s)) vector_cosine_ops) WHERE model = %L', $1, $2, $3)",
+    )
+    .bind(&name)
+    .bind(embedder.dimensions().to_string())
+    .bind(embedder.model_id())
+    .fetch_one(pool)
+    .await
+    .map_err(|e| format!("preparing the vector index failed: {e}"))?;
+    sqlx::raw_sql(&statement)
+        .execute(pool)
+        .await
+        .map_err(|e| format!("creating the vector index failed: {e}"))?;
+    Ok(())
+}
+
+/// Queues every memory that has no vector of this model yet (after an embedder is first set or
+/// its model changed). Returns how many were queued.
+pub async fn backfill(pool: &PgPool, embedder: &Embedder) -> Result<u64, sqlx::Error> {
+    let mut tx = begin(pool).await?;
+    // One replica queues at a time; the others find the rows already there.
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(BACKFILL_LOCK_KEY)
+        .execute(&mut *tx)
+        .await?;
+    let queued = sqlx::query(
+        "INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
+         SELECT m.tenant_id, m.user_id, 'memory', m.id FROM agent_memories m
+         WHERE NOT EXISTS (
+                 SELECT 1 FROM memory_vectors v
+                 WHERE v.tenant_id = m.tenant_id AND v.user_id = m.user_id
+                   AND v.memory_id = m.id AND v.model = $1)
+           AND NOT EXISTS (
+                 SELECT 1 FROM embedding_outbox o
+                 WHERE o.tenant_id = m.tenant_id AND o.user_id = m.user_id
+                   AND o.kind = 'memory' AND o.memory_id = m.id)",
+    )
+    .bind(embedder.model_id())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(queued)
+}
+
+/// Drops every vector (of every model) and queues every memory again: `mnemo reindex`.
+pub async fn requeue_all(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    let mut tx = begin(pool).await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(BACKFILL_LOCK_KEY)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM memory_vectors")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM embedding_outbox WHERE kind = 'memory'")
+        .execute(&mut *tx)
+        .await?;
+    let queued = sqlx::query(
+        "INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
+         SELECT tenant_id, user_id, 'memory', id FROM agent_memories",
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(queued)
+}
+
+/// Rows waiting in the outbox (due or not).
+pub async fn backlog(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    let mut tx = begin(pool).await?;
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM embedding_outbox")
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// The advisory lock key of backfills (ASCII "mnemobkf").
+const BACKFILL_LOCK_KEY: i64 = 0x6d6e_656d_6f62_6b66;
+
+/// Claims due rows, embeds their chunks and stores the vectors, in one transaction.
+pub async fn run_once(pool: &PgPool, embedder: &Embedder, stats: &IndexerStats) -> Pass {
+    match pass(pool, embedder).await {
+        Ok(Some((rows, chunks))) => {
+            stats.embedded.fetch_add(chunks as u64, Ordering::Relaxed);
+            Pass::Done { rows, chunks }
+        }
+        Ok(None) => Pass::Idle,
+        Err(err) => {
+            stats.failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %err, "embedding batch failed; it will be retried");
+            Pass::Failed(err)
+        }
+    }
+}
+
+async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize)>, String> {
+    let mut tx = begin(pool).await.map_err(|e| e.to_string())?;
+    let claimed = sqlx::query_as::<_, Claimed>(
+        "SELECT tenant_id, user_id, id, kind, memory_id, session_id, message_id
+         FROM embedding_outbox
+         WHERE not_before <= now()
+         ORDER BY not_before, id
+         LIMIT $1
+         FOR UPDATE SKIP LOCKED",
+    )
+    .bind(BATCH_ROWS)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(|e| e.to_string())?;
+    if claimed.is_empty() {
+        return Ok(None);
+    }
+    let memories: Vec<&Claimed> = claimed.iter().filter(|c| c.kind == "memory").collect();
+    let messages: Vec<&Claimed> = claimed.iter().filter(|c| c.kind == "message").collect();
+    let m_tenants: Vec<&str> = memories.iter().map(|c| c.tenant_id.as_str()).collect();
+    let m_users: Vec<&str> = memories.iter().map(|c| c.user_id.as_str()).collect();
+    let m_ids: Vec<Uuid> = memories.iter().filter_map(|c| c.memory_id).collect();
+    let s_tenants: Vec<&str> = messages.iter().map(|c| c.tenant_id.as_str()).collect();
+    let s_users: Vec<&str> = messages.iter().map(|c| c.user_id.as_str()).collect();
+    let s_sessions: Vec<&str> = messages
+        .iter()
+        .filter_map(|c| c.session_id.as_deref())
+        .collect();
+    let s_messages: Vec<&str> = messages
+        .iter()
+        .filter_map(|c| c.message_id.as_deref())
+        .collect();
+    // The text of each claimed row that still exists (a deleted memory or message has nothing
+    // left to embed; its row just goes).
+    let texts = sqlx::query_as::<_, Text>(
+        "SELECT DISTINCT c.tenant_id, c.user_id, c.memory_id, c.byte_start,
+                NULL::text AS session_id, NULL::text AS message_id,
+                left(c.content, $4) AS content
+         FROM unnest($1::text[], $2::text[], $3::uuid[]) AS o(tenant_id, user_id, memory_id)
+         JOIN LATERAL (
+             SELECT * FROM agent_memory_chunks c
+             WHERE c.tenant_id = o.tenant_id AND c.user_id = o.user_id
+               AND c.memory_id = o.memory_id
+             ORDER BY c.byte_start
+             LIMIT $5
+         ) c ON true
+         UNION ALL
+         SELECT DISTINCT m.tenant_id, m.user_id, NULL::uuid, NULL::int8, m.session_id,
+                m.message_id, left(m.text, $4)
+         FROM unnest($6::text[], $7::text[], $8::text[], $9::text[])
+                  AS o(tenant_id, user_id, session_id, message_id)
+         JOIN conversation_messages m
+           ON m.tenant_id = o.tenant_id AND m.user_id = o.user_id
+          AND m.session_id = o.session_id AND m.message_id = o.message_id",
+    )
+    .bind(&m_tenants)
+    .bind(&m_users)
+    .bind(&m_ids)
+    .bind(i32::try_from(MAX_CHARS).unwrap_or(i32::MAX))
+    .bind(MAX_CHUNKS_PER_MEMORY)
+    .bind(&s_tenants)
+    .bind(&s_users)
+    .bind(&s_sessions)
+    .bind(&s_messages)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(|e| e.to_string())?;
+
+    // Big memories bring many chunks: keep the claimed rows (in order, at least one) whose texts
+    // fit one embedding batch; the rest stay queued for the next pass.
+    let mut kept = 0usize;
+    let mut total = 0usize;
+    for row in &claimed {
+        let n = texts.iter().filter(|t| belongs(t, row)).count();
+        if kept > 0 && total + n > MAX_TEXTS_PER_PASS {
+            break;
+        }
+        kept += 1;
+        total += n;
+    }
+    let claimed = &claimed[..kept];
+    let texts: Vec<Text> = texts
+        .into_iter()
+        .filter(|t| claimed.iter().any(|row| belongs(t, row)))
+        .collect();
+    let ids: Vec<i64> = claimed.iter().map(|c| c.id).collect();
+    let m_ids: Vec<Uuid> = claimed.iter().filter_map(|c| c.memory_id).collect();
+    let m_tenants: Vec<&str> = claimed
+        .iter()
+        .filter(|c| c.memory_id.is_some())
+        .map(|c| c.tenant_id.as_str())
+        .collect();
+    let m_users: Vec<&str> = claimed
+        .iter()
+        .filter(|c| c.memory_id.is_some())
+        .map(|c| c.user_id.as_str())
+        .collect();
+    let contents: Vec<String> = texts.iter().map(|t| t.content.clone()).collect();
+    let vectors = match embed_all(embedder, &contents).await {
+        Ok(vectors) => vectors,
+        Err(err) => {
+            // Schedule the rows again, later each time; the claim ends with this commit.
+            sqlx::query(
+                "UPDATE embedding_outbox
+                 SET attempts = attempts + 1, last_error = left($2, 1000),
+                     not_before = now() + make_interval(secs => least($3, 2 ^ least(attempts, 20)))
+                 WHERE id = ANY($1)",
+            )
+            .bind(&ids)
+            .bind(&err)
+            .bind(MAX_BACKOFF_SECS as f64)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| e.to_string())?;
+            tx.commit().await.map_err(|e| e.to_string())?;
+            return Err(err);
+        }
+    };
+
+    let model = embedder.model_id();
+    sqlx::query(
+        "DELETE FROM memory_vectors v
+         USING unnest($1::text[], $2::text[], $3::uuid[]) AS o(tenant_id, user_id, memory_id)
+         WHERE v.tenant_id = o.tenant_id AND v.user_id = o.user_id
+           AND v.memory_id = o.memory_id AND v.model = $4",
+    )
+    .bind(&m_tenants)
+    .bind(&m_users)
+    .bind(&m_ids)
+    .bind(model)
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| e.to_string())?;
+    let s_tenants: Vec<&str> = claimed
+        .iter()
+        .filter(|c| c.session_id.is_some())
+        .map(|c| c.tenant_id.as_str())
+        .collect();
+    let s_users: Vec<&str> = claimed
+        .iter()
+        .filter(|c| c.session_id.is_some())
+        .map(|c| c.user_id.as_str())
+        .collect();
+    let s_sessions: Vec<&str> = claimed
+        .iter()
+        .filter_map(|c| c.session_id.as_deref())
+        .collect();
+    let s_messages: Vec<&str> = claimed
+        .iter()
+        .filter_map(|c| c.message_id.as_deref())
+        .collect();
+    sqlx::query(
+        "DELETE FROM message_vectors v
+         USING unnest($1::text[], $2::text[], $3::text[], $4::text[])
+               AS o(tenant_id, user_id, session_id, message_id)
+         WHERE v.tenant_id = o.tenant_id AND v.user_id = o.user_id
+           AND v.session_id = o.session_id AND v.message_id = o.message_id AND v.model = $5",
+    )
+    .bind(&s_tenants)
+    .bind(&s_users)
+    .bind(&s_sessions)
+    .bind(&s_messages)
+    .bind(model)
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| e.to_string())?;
+    let (chunks, notes): (Vec<Embedded>, Vec<Embedded>) = texts
+        .iter()
+        .zip(vectors)
+        .partition(|(t, _)| t.memory_id.is_some());
+    if !chunks.is_empty() {
+        sqlx::query(
+            "INSERT INTO memory_vectors (tenant_id, user_id, memory_id, byte_start, model, embedding)
+             SELECT u.tenant_id, u.user_id, u.memory_id, u.byte_start, $6, u.embedding
+             FROM unnest($1::text[], $2::text[], $3::uuid[], $4::int8[], $5::vector[])
+                  AS u(tenant_id, user_id, memory_id, byte_start, embedding)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(chunks.iter().map(|(t, _)| t.tenant_id.as_str()).collect::<Vec<_>>())
+        .bind(chunks.iter().map(|(t, _)| t.user_id.as_str()).collect::<Vec<_>>())
+        .bind(chunks.iter().filter_map(|(t, _)| t.memory_id).collect::<Vec<_>>())
+        .bind(chunks.iter().map(|(t, _)| t.byte_start.unwrap_or(0)).collect::<Vec<_>>())
+        .bind(
+            chunks
+                .iter()
+                .map(|(_, v)| pgvector::Vector::from(v.clone()))
+                .collect::<Vec<_>>(),
+        )
+        .bind(model)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    if !notes.is_empty() {
+        sqlx::query(
+            "INSERT INTO message_vectors (tenant_id, user_id, session_id, message_id, model, embedding)
+             SELECT u.tenant_id, u.user_id, u.session_id, u.message_id, $6, u.embedding
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::vector[])
+                  AS u(tenant_id, user_id, session_id, message_id, embedding)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(notes.iter().map(|(t, _)| t.tenant_id.as_str()).collect::<Vec<_>>())
+        .bind(notes.iter().map(|(t, _)| t.user_id.as_str()).collect::<Vec<_>>())
+        .bind(notes.iter().filter_map(|(t, _)| t.session_id.as_deref()).collect::<Vec<_>>())
+        .bind(notes.iter().filter_map(|(t, _)| t.message_id.as_deref()).collect::<Vec<_>>())
+        .bind(
+            notes
+                .iter()
+                .map(|(_, v)| pgvector::Vector::from(v.clone()))
+                .collect::<Vec<_>>(),
+        )
+        .bind(model)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    sqlx::query("DELETE FROM embedding_outbox WHERE id = ANY($1)")
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| e.to_string())?;
+    tx.commit().await.map_err(|e| e.to_string())?;
+    Ok(Some((claimed.len(), texts.len())))
+}
+
+/// Whether text `t` was fetched for outbox row `row`.
+fn belongs(t: &Text, row: &Claimed) -> bool {
+    t.tenant_id == row.tenant_id
+        && t.user_id == row.user_id
+        && match row.memory_id {
+            Some(id) => t.memory_id == Some(id),
+            None => t.session_id == row.session_id && t.message_id == row.message_id,
+        }
+}
+
+async fn embed_all(embedder: &Embedder, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+    if texts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let vectors = embedder.embed(texts).await.map_err(|e| e.to_string())?;
+    if vectors.len() != texts.len() {
+        return Err(format!(
+            "the embedder returned {} vectors for {} texts",
+            vectors.len(),
+            texts.len()
+        ));
+    }
+    Ok(vectors)
+}
+
+/// Runs passes until `cancel` fires: back to back while there is work, every [`IDLE_POLL`] when
+/// idle, backing off after a failure. Refreshes the backlog gauge as it goes.
+pub async fn run(
+    pool: PgPool,
+    embedder: Embedder,
+    stats: Arc<IndexerStats>,
+    cancel: CancellationToken,
+) {
+    let mut failures = 0u32;
+    loop {
+        if let Ok(n) = backlog(&pool).await {
+            stats.backlog.store(n, Ordering::Relaxed);
+        }
+        let wait = match run_once(&pool, &embedder, &stats).await {
+            Pass::Done { .. } => {
+                failures = 0;
+                Duration::ZERO
+            }
+            Pass::Idle => IDLE_POLL,
+            Pass::Failed(_) => {
+                failures = failures.saturating_add(1);
+                Duration::from_millis(500u64.saturating_mul(1 << failures.min(6)))
+            }
+        };
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Eight hex digits naming a model in an index name.
+fn short_hash(model_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(model_id.as_bytes());
+    digest[..4].iter().map(|b| format!("{b:02x}")).collect()
+}

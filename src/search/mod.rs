@@ -1,0 +1,128 @@
+//! What every search route shares: how a query becomes keyword terms ([`query`]), which modes a
+//! search may run in, and how keyword and vector candidates are fused into one ranked list
+//! ([`fusion`]).
+
+pub mod fusion;
+pub mod indexer;
+pub mod query;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+
+pub use fusion::{Candidate, Fused, fuse};
+pub use query::TextQuery;
+
+/// How a search ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// Words: the OR of the query's terms, ranked by PostgreSQL full-text rank.
+    Keyword,
+    /// Meaning: nearest stored embeddings to the query's embedding (needs an embedder).
+    Semantic,
+    /// Both, fused into one score (needs an embedder).
+    Hybrid,
+}
+
+impl SearchMode {
+    /// The mode a request asked for, or the default: `hybrid` with an embedder, else `keyword`.
+    /// Asking for `semantic` or `hybrid` without an embedder is 422 naming the setting.
+    pub fn resolve(requested: Option<SearchMode>, embedder: bool) -> ApiResult<SearchMode> {
+        match (requested, embedder) {
+            (None, true) => Ok(SearchMode::Hybrid),
+            (None, false) => Ok(SearchMode::Keyword),
+            (Some(SearchMode::Keyword), _) => Ok(SearchMode::Keyword),
+            (Some(mode), true) => Ok(mode),
+            (Some(mode), false) => Err(ApiError::invalid(
+                "mode",
+                format!(
+                    "mode `{}` needs an embedder; this server runs without one \
+                     (MNEMO_EMBEDDER=none), so only `keyword` is available",
+                    mode.as_str()
+                ),
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Keyword => "keyword",
+            SearchMode::Semantic => "semantic",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
+
+    /// Whether the keyword side runs.
+    pub fn keyword(self) -> bool {
+        self != SearchMode::Semantic
+    }
+
+    /// Whether the vector side runs.
+    pub fn semantic(self) -> bool {
+        self != SearchMode::Keyword
+    }
+}
+
+/// The embedding of a search's query, made before its transaction opens.
+#[derive(Debug, Clone)]
+pub struct QueryVector {
+    /// The embedder's model id; only vectors of this model are compared.
+    pub model_id: String,
+    pub values: Vec<f32>,
+}
+
+/// The mode of a search and its query's embedding, made before any transaction opens so that no
+/// connection waits on the model. When the embedder fails the vector is `None` and the search
+/// serves keyword results marked degraded.
+pub async fn prepare(
+    state: &AppState,
+    requested: Option<SearchMode>,
+    query: &str,
+) -> ApiResult<(SearchMode, Option<QueryVector>)> {
+    let mode = SearchMode::resolve(requested, state.embedder.is_some())?;
+    let Some(embedder) = state.embedder.as_ref().filter(|_| mode.semantic()) else {
+        return Ok((mode, None));
+    };
+    match embedder.embed(&[query.to_owned()]).await {
+        Ok(mut vectors) if vectors.len() == 1 => Ok((
+            mode,
+            Some(QueryVector {
+                model_id: embedder.model_id().to_owned(),
+                values: vectors.remove(0),
+            }),
+        )),
+        Ok(_) => {
+            tracing::warn!("the embedder returned no vector for a query; serving keyword results");
+            Ok((mode, None))
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "the embedder failed; serving keyword results");
+            Ok((mode, None))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_default_to_what_the_server_can_do() {
+        assert_eq!(SearchMode::resolve(None, true).unwrap(), SearchMode::Hybrid);
+        assert_eq!(
+            SearchMode::resolve(None, false).unwrap(),
+            SearchMode::Keyword
+        );
+        assert_eq!(
+            SearchMode::resolve(Some(SearchMode::Semantic), true).unwrap(),
+            SearchMode::Semantic
+        );
+        let err = SearchMode::resolve(Some(SearchMode::Hybrid), false).unwrap_err();
+        assert_eq!(err.field(), Some("mode"));
+        assert!(SearchMode::Hybrid.keyword() && SearchMode::Hybrid.semantic());
+        assert!(!SearchMode::Semantic.keyword() && !SearchMode::Keyword.semantic());
+    }
+}

@@ -1,0 +1,600 @@
+//! Recall: questions find the memories that answer them, by words and by meaning.
+
+use mnemo::embed::Embedder;
+use mnemo::search::indexer::{self, IndexerStats, Pass};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::common::{TestApp, expect, expect_problem};
+
+const SEARCH: &str = "/api/memories/search";
+
+/// A conversation's turns, stored one memory each the way a chat app would keep them.
+const TURNS: &[(&str, &str)] = &[
+    (
+        "t1",
+        "2024-05-07 Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+    ),
+    (
+        "t2",
+        "2024-05-07 Melanie: Wow, that sounds great! I painted a lake sunrise last weekend.",
+    ),
+    (
+        "t3",
+        "2024-05-08 Caroline: I'm thinking about studying counseling to help people like me.",
+    ),
+    (
+        "t4",
+        "2024-05-08 Melanie: Caroline, my kids loved the camping trip to the mountains.",
+    ),
+    (
+        "t5",
+        "2024-05-09 Caroline: Caroline here again, just saying hi to everyone, Caroline out.",
+    ),
+];
+
+async fn store_turns(app: &TestApp, token: &str) {
+    for (key, text) in TURNS {
+        expect(
+            app.put(&format!("/api/memories/{key}"), token)
+                .json(&json!({"content": text, "memory_type": "conversation_turn"})),
+            201,
+        )
+        .await;
+    }
+}
+
+fn keys(found: &Value) -> Vec<String> {
+    found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["memory_key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// An app whose searches embed with the deterministic hashing embedder.
+async fn with_embedder(pool: PgPool, embedder: Embedder) -> TestApp {
+    indexer::prepare_schema(&pool, &embedder)
+        .await
+        .expect("vector schema");
+    TestApp::with_embedder(pool, embedder).await
+}
+
+/// Runs the indexer until the outbox is empty; returns the texts embedded.
+async fn drain(app: &TestApp) -> usize {
+    let embedder = app.state.embedder.clone().unwrap();
+    let stats = IndexerStats::default();
+    let mut embedded = 0;
+    for _ in 0..100 {
+        match indexer::run_once(&app.pool, &embedder, &stats).await {
+            Pass::Done { chunks, .. } => embedded += chunks,
+            Pass::Idle => return embedded,
+            Pass::Failed(error) => panic!("indexing failed: {error}"),
+        }
+    }
+    panic!("the outbox did not drain");
+}
+
+/// A question is the OR of its words: the turn holding the rare ones ranks first, although
+/// no turn holds every word of the question.
+#[sqlx::test]
+async fn questions_find_their_turn_first(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("acme", "alice");
+    store_turns(&app, &token).await;
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "When did Caroline go to the support group?"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["mode"], "keyword");
+    assert_eq!(found["degraded"], false);
+    let ranked = keys(&found);
+    assert_eq!(ranked[0], "t1", "{found}");
+    // Other turns naming Caroline match too, below the one with "support group".
+    assert!(ranked.contains(&"t5".to_owned()), "{found}");
+    assert_eq!(found["hits"][0]["keyword_rank"], 1);
+    assert_eq!(found["hits"][0]["vector_rank"], Value::Null);
+
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "What did Melanie paint?"})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found)[0], "t2", "{found}");
+    // Phrases and exclusions keep their meaning.
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "\"support group\" OR camping -mountains"})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found), vec!["t1"], "{found}");
+    // Only stopwords: nothing to match, not an error.
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "what is it"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"], json!([]));
+}
+
+/// A memory whose summary and content both match is listed once.
+#[sqlx::test]
+async fn each_memory_appears_once(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("acme", "alice");
+    let content: String = (0..3000)
+        .map(|i| format!("line {i}: payments retry scheduled\n"))
+        .collect();
+    expect(
+        app.put("/api/memories/log", &token)
+            .json(&json!({"content": content, "description": "payments retry log"})),
+        201,
+    )
+    .await;
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "payments retry", "limit": 10})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found), vec!["log"], "{found}");
+    assert_eq!(found["hits"][0]["matched"], "content");
+    assert_eq!(found["has_more"], false);
+}
+
+#[sqlx::test]
+async fn bad_searches_are_422(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("acme", "alice");
+    for (body, field) in [
+        (json!({"query": "x", "mode": "fuzzy"}), "mode"),
+        (json!({"query": ""}), "query"),
+        (json!({"query": "x".repeat(1001)}), "query"),
+        (json!({"query": "x", "mode": "semantic"}), "mode"),
+        (json!({"query": "x", "mode": "hybrid"}), "mode"),
+    ] {
+        let problem = expect_problem(app.post(SEARCH, &token).json(&body), 422).await;
+        assert_eq!(problem["field"], field, "{body}: {problem}");
+    }
+    let problem = expect_problem(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "x", "mode": "semantic"})),
+        422,
+    )
+    .await;
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("MNEMO_EMBEDDER"),
+        "{problem}"
+    );
+}
+
+/// Semantic and hybrid search through the deterministic embedder; writes queue their text and
+/// the indexer embeds it off the write path.
+#[sqlx::test]
+async fn semantic_and_hybrid_rank_by_meaning(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(256)).await;
+    let token = app.token("acme", "alice");
+    store_turns(&app, &token).await;
+    // Before the indexer runs, keyword search already sees the writes.
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "lake sunrise", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found)[0], "t2");
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("mnemo_embedding_backlog 5"),
+        "five writes wait: {metrics}"
+    );
+    assert_eq!(drain(&app).await, 5);
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("mnemo_embedding_backlog 0"), "{metrics}");
+
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "camping trip mountains", "mode": "semantic"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["mode"], "semantic");
+    let hit = &found["hits"][0];
+    assert_eq!(hit["memory_key"], "t4", "{found}");
+    assert_eq!(hit["vector_rank"], 1);
+    assert!(hit["similarity"].as_f64().unwrap() > 0.3, "{hit}");
+    assert_eq!(hit["keyword_rank"], Value::Null);
+    // Every turn has a vector, so semantic search ranks them all.
+    assert_eq!(found["hits"].as_array().unwrap().len(), 5);
+
+    // Hybrid is the default with an embedder, and reports both sides.
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "When did Caroline go to the support group?"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["mode"], "hybrid");
+    let hit = &found["hits"][0];
+    assert_eq!(hit["memory_key"], "t1", "{found}");
+    assert_eq!(hit["keyword_rank"], 1);
+    assert!(hit["vector_rank"].as_u64().is_some());
+    assert!(hit["score"].as_f64().unwrap() > 0.0);
+    // Replacing a memory's content queues it again and replaces its vectors.
+    expect(
+        app.put("/api/memories/t4", &token)
+            .json(&json!({"content": "2024-05-08 Melanie: we went sailing on the bay"})),
+        200,
+    )
+    .await;
+    assert_eq!(drain(&app).await, 1);
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "sailing bay", "mode": "semantic", "limit": 1})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found), vec!["t4"]);
+    let vectors: i64 = sqlx::query_scalar("SELECT count(*) FROM memory_vectors")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(vectors, 5, "one vector per chunk, the old ones gone");
+}
+
+/// The nearest vectors may belong to someone else; they never surface.
+#[sqlx::test]
+async fn other_users_vectors_never_surface(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(64)).await;
+    let alice = app.token("acme", "alice");
+    let bob = app.token("acme", "bob");
+    let other_tenant = app.token("other", "alice");
+    expect(
+        app.put("/api/memories/mine", &alice)
+            .json(&json!({"content": "grocery list: apples and flour"})),
+        201,
+    )
+    .await;
+    // Exactly the query's words: the closest vectors there are.
+    for token in [&bob, &other_tenant] {
+        for i in 0..30 {
+            expect(
+                app.put(&format!("/api/memories/v{i}"), token)
+                    .json(&json!({"content": "kubernetes cluster upgrade"})),
+                201,
+            )
+            .await;
+        }
+    }
+    drain(&app).await;
+    for mode in ["semantic", "hybrid"] {
+        let found = expect(
+            app.post(SEARCH, &alice)
+                .json(&json!({"query": "kubernetes cluster upgrade", "mode": mode, "limit": 5})),
+            200,
+        )
+        .await;
+        assert_eq!(keys(&found), vec!["mine"], "{mode}: {found}");
+    }
+}
+
+/// With the embedder down, searches still answer from keywords, marked degraded.
+#[sqlx::test]
+async fn a_failing_embedder_degrades_to_keyword(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::failing(64)).await;
+    let token = app.token("acme", "alice");
+    store_turns(&app, &token).await;
+    for mode in ["semantic", "hybrid"] {
+        let found = expect(
+            app.post(SEARCH, &token)
+                .json(&json!({"query": "support group", "mode": mode})),
+            200,
+        )
+        .await;
+        assert_eq!(found["degraded"], true, "{found}");
+        assert_eq!(keys(&found)[0], "t1");
+    }
+    // The indexer fails, and the rows wait for a later attempt instead of being lost.
+    let stats = IndexerStats::default();
+    let pass = indexer::run_once(&app.pool, app.state.embedder.as_ref().unwrap(), &stats).await;
+    assert!(matches!(pass, Pass::Failed(_)), "{pass:?}");
+    let (waiting, attempts): (i64, i32) =
+        sqlx::query_as("SELECT count(*), min(attempts) FROM embedding_outbox")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!((waiting, attempts), (5, 1));
+}
+
+/// Queued work outlives the server that queued it; a backfill queues what predates the embedder.
+#[sqlx::test]
+async fn the_outbox_survives_a_restart_and_backfill_covers_old_rows(pool: PgPool) {
+    // Written before any embedder was configured: nothing queued.
+    let plain = TestApp::new(pool.clone()).await;
+    let token = plain.token("acme", "alice");
+    store_turns(&plain, &token).await;
+    plain.shutdown().await;
+    let queued: i64 = sqlx::query_scalar("SELECT count(*) FROM embedding_outbox")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(queued, 0);
+
+    let embedder = Embedder::hashing(128);
+    let first = with_embedder(pool.clone(), embedder.clone()).await;
+    assert_eq!(indexer::backfill(&first.pool, &embedder).await.unwrap(), 5);
+    assert_eq!(indexer::backfill(&first.pool, &embedder).await.unwrap(), 0);
+    expect(
+        first
+            .put("/api/memories/late", &token)
+            .json(&json!({"content": "2024-06-01 Caroline: adopted a puppy named Bailey"})),
+        201,
+    )
+    .await;
+    first.shutdown().await;
+
+    // A new server finds all six waiting and drains them.
+    let second = with_embedder(pool, embedder).await;
+    assert_eq!(indexer::backlog(&second.pool).await.unwrap(), 6);
+    assert_eq!(drain(&second).await, 6);
+    let found = expect(
+        second
+            .post(SEARCH, &token)
+            .json(&json!({"query": "puppy Bailey", "mode": "semantic", "limit": 1})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found), vec!["late"]);
+    // Reindexing drops every vector and embeds everything again.
+    assert_eq!(indexer::requeue_all(&second.pool).await.unwrap(), 6);
+    assert_eq!(drain(&second).await, 6);
+}
+
+const ARCHIVE: &str = "/api/chat/session/archive_messages";
+const CHAT_SEARCH: &str = "/api/chat/search";
+
+async fn archive(app: &TestApp, token: &str, session: &str, messages: &[(&str, &str, &str)]) {
+    let batch: Vec<Value> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, (id, sender, text))| {
+            json!({"id": id, "sender": sender, "text": text,
+                   "timestamp": format!("2026-03-0{}T10:00:{:02}Z", session.len() % 9 + 1, i)})
+        })
+        .collect();
+    expect(
+        app.post(ARCHIVE, token)
+            .json(&json!({"session_id": session, "messages_batch": batch})),
+        200,
+    )
+    .await;
+}
+
+/// Conversation messages are searchable across sessions, each hit with its neighbours.
+#[sqlx::test]
+async fn chat_search_finds_messages_across_sessions(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(128)).await;
+    let alice = app.token("acme", "alice");
+    archive(
+        &app,
+        &alice,
+        "trip",
+        &[
+            ("m1", "user", "We should plan the summer trip soon"),
+            ("m2", "ai", "Sure. Where would you like to go?"),
+            ("m3", "user", "My sister recommended Lisbon for the food"),
+            ("m4", "ai", "Lisbon is lovely in June."),
+        ],
+    )
+    .await;
+    archive(
+        &app,
+        &alice,
+        "work",
+        &[
+            ("w1", "user", "The quarterly report is due Friday"),
+            ("w2", "ai", "I can draft the summary section."),
+        ],
+    )
+    .await;
+    let bob = app.token("acme", "bob");
+    archive(
+        &app,
+        &bob,
+        "trip",
+        &[("b1", "user", "Lisbon sister food recommended")],
+    )
+    .await;
+
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice)
+            .json(&json!({"query": "Which city did my sister recommend?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    let hit = &found["hits"][0];
+    assert_eq!(hit["session_id"], "trip", "{found}");
+    assert_eq!(hit["message_id"], "m3");
+    assert_eq!(hit["sender"], "user");
+    assert_eq!(hit["previous_message_id"], "m2");
+    assert_eq!(hit["next_message_id"], "m4");
+    assert!(
+        hit["snippet"].as_str().unwrap().contains("**sister**"),
+        "{hit}"
+    );
+    assert!(
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["message_id"] != "b1"),
+        "bob's message never shows: {found}"
+    );
+    // Filters.
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice).json(
+            &json!({"query": "report summary Lisbon", "session_id": "work", "mode": "keyword"}),
+        ),
+        200,
+    )
+    .await;
+    assert!(
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["session_id"] == "work"),
+        "{found}"
+    );
+    // Semantic once the indexer has embedded the messages.
+    assert_eq!(drain(&app).await, 7);
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice)
+            .json(&json!({"query": "quarterly report", "mode": "semantic", "limit": 1})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"][0]["message_id"], "w1", "{found}");
+    assert!(found["hits"][0]["similarity"].as_f64().unwrap() > 0.5);
+    assert_eq!(found["has_more"], true);
+    for (body, field) in [
+        (json!({"query": "x", "mode": "nope"}), "mode"),
+        (json!({"query": " "}), "query"),
+        (json!({"query": "x", "limit": 101}), "limit"),
+    ] {
+        let problem = expect_problem(app.post(CHAT_SEARCH, &alice).json(&body), 422).await;
+        assert_eq!(problem["field"], field, "{body}");
+    }
+}
+
+/// One recall over every kind, each hit saying how to read more; another user's data never shows.
+#[sqlx::test]
+async fn recall_ranks_every_kind_in_one_list(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let alice = app.token("acme", "alice");
+    expect(
+        app.put("/api/memories/flights", &alice)
+            .json(&json!({"content": "Booked flights to Lisbon for June 12, seat 14C"})),
+        201,
+    )
+    .await;
+    archive(
+        &app,
+        &alice,
+        "trip",
+        &[("m1", "user", "Let's eat pastel de nata in Lisbon")],
+    )
+    .await;
+    expect(
+        app.post("/api/agents/travel/notes/operations", &alice).json(&json!({
+            "operation": "overwrite",
+            "content": "# Travel\n\n## Preferences\nwindow seats, vegetarian\n\n## Destinations\nLisbon in June, Porto later\n"
+        })),
+        200,
+    )
+    .await;
+    let task = expect(
+        app.post("/api/tasks", &alice)
+            .json(&json!({"name": "plan trip", "plan": ["book hotel"]})),
+        201,
+    )
+    .await;
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    expect(
+        app.post(&format!("/api/tasks/{task_id}/events"), &alice)
+            .json(&json!({"events": [{"step_narrative": "Compared hotels in Lisbon's Alfama district", "status": "COMPLETED"}]})),
+        201,
+    )
+    .await;
+    let bob = app.token("acme", "bob");
+    expect(
+        app.put("/api/memories/bobs", &bob)
+            .json(&json!({"content": "Lisbon Lisbon Lisbon"})),
+        201,
+    )
+    .await;
+
+    let found = expect(
+        app.post("/api/recall", &alice)
+            .json(&json!({"query": "What do I know about Lisbon?"})),
+        200,
+    )
+    .await;
+    let hits = found["hits"].as_array().unwrap();
+    let kinds: Vec<&str> = hits.iter().map(|h| h["kind"].as_str().unwrap()).collect();
+    for kind in ["memory", "message", "note", "task"] {
+        assert!(kinds.contains(&kind), "{kind} missing: {found}");
+    }
+    assert_eq!(hits.len(), 4, "{found}");
+    let memory = hits.iter().find(|h| h["kind"] == "memory").unwrap();
+    assert_eq!(memory["memory_key"], "flights");
+    assert!(
+        memory["placeholder"]
+            .as_str()
+            .unwrap()
+            .starts_with("[MemoryRef: flights - ")
+    );
+    let message = hits.iter().find(|h| h["kind"] == "message").unwrap();
+    assert_eq!(
+        (&message["session_id"], &message["message_id"]),
+        (&json!("trip"), &json!("m1"))
+    );
+    let note = hits.iter().find(|h| h["kind"] == "note").unwrap();
+    assert_eq!(note["agent_id"], "travel");
+    assert_eq!(note["header"], "## Destinations");
+    assert!(
+        note["snippet"].as_str().unwrap().contains("**Lisbon**"),
+        "{note}"
+    );
+    let task_hit = hits.iter().find(|h| h["kind"] == "task").unwrap();
+    assert_eq!(task_hit["task_id"], task_id);
+    assert_eq!(task_hit["source"], "event");
+    assert!(hits.iter().all(|h| h["memory_key"] != "bobs"));
+    assert!(hits.iter().all(|h| h["kind_rank"] == 1));
+
+    // Kinds and limit.
+    let found = expect(
+        app.post("/api/recall", &alice)
+            .json(&json!({"query": "Lisbon", "kinds": ["note", "message"], "limit": 1})),
+        200,
+    )
+    .await;
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1);
+    assert!(["note", "message"].contains(&hits[0]["kind"].as_str().unwrap()));
+    for (body, field) in [
+        (json!({"query": "x", "kinds": ["everything"]}), "kinds[0]"),
+        (json!({"query": "x", "kinds": []}), "kinds"),
+        (json!({"query": "x", "limit": 51}), "limit"),
+        (json!({"query": ""}), "query"),
+        (json!({"query": "x", "mode": "semantic"}), "mode"),
+    ] {
+        let problem = expect_problem(app.post("/api/recall", &alice).json(&body), 422).await;
+        assert_eq!(problem["field"], field, "{body}: {problem}");
+    }
+}

@@ -1,0 +1,251 @@
+//! Hostile input never answers 500 and never corrupts what is stored; an unreachable database is
+//! a prompt 503 with `Retry-After`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::common::{TestApp, expect, expect_problem};
+
+const NOTES_OPS: &str = "/api/agents/assistant/notes/operations";
+
+async fn task(app: &TestApp, token: &str) -> String {
+    let body = expect(
+        app.post("/api/tasks", token)
+            .json(&json!({"name": "probe", "plan": ["one", "two"]})),
+        201,
+    )
+    .await;
+    body["id"].as_str().unwrap().to_owned()
+}
+
+/// Every way a NUL character can arrive is a 422 naming where it was, never a 500.
+#[sqlx::test]
+async fn nul_characters_are_422_naming_the_field(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token).await;
+    let cases: Vec<(&str, reqwest::RequestBuilder, &str)> = vec![
+        (
+            "memory content",
+            app.put("/api/memories/k", &token)
+                .json(&json!({"content": "a\u{0}b"})),
+            "content",
+        ),
+        (
+            "memory description",
+            app.post("/api/memories", &token)
+                .json(&json!({"content": "x", "description": "d\u{0}"})),
+            "description",
+        ),
+        (
+            "metadata value",
+            app.post("/api/memories", &token)
+                .json(&json!({"content": "x", "metadata": {"a": ["ok", "b\u{0}"]}})),
+            "metadata.a[1]",
+        ),
+        (
+            "metadata key",
+            app.post("/api/memories", &token)
+                .json(&json!({"content": "x", "metadata": {"k\u{0}": 1}})),
+            "metadata.k\\u0000",
+        ),
+        (
+            "search query",
+            app.post("/api/memories/search", &token)
+                .json(&json!({"query": "a\u{0}"})),
+            "query",
+        ),
+        (
+            "key in the path",
+            app.get("/api/memories/n%00k", &token),
+            "path",
+        ),
+        (
+            "query-string filter",
+            app.get("/api/memories?agent_id=a%00", &token),
+            "agent_id",
+        ),
+        (
+            "notes",
+            app.post(NOTES_OPS, &token)
+                .json(&json!({"operation": "append", "content": "x\u{0}"})),
+            "content",
+        ),
+        (
+            "task name",
+            app.post("/api/tasks", &token)
+                .json(&json!({"name": "n\u{0}"})),
+            "name",
+        ),
+        (
+            "task event",
+            app.post(&format!("/api/tasks/{id}/events"), &token)
+                .json(&json!({"events": [{"step_narrative": "s\u{0}"}]})),
+            "events[0].step_narrative",
+        ),
+        (
+            "chat archive",
+            app.post("/api/chat/session/archive_messages", &token)
+                .json(&json!({"session_id": "s", "messages_batch": [
+                    {"id": "m\u{0}", "text": "t", "sender": "user", "timestamp": "2026-01-01T00:00:00Z"}]})),
+            "messages_batch[0].id",
+        ),
+    ];
+    for (name, request, field) in cases {
+        let problem = expect_problem(request, 422).await;
+        assert_eq!(problem["field"], field, "{name}: {problem}");
+        assert!(
+            problem["detail"].as_str().unwrap().contains("NUL"),
+            "{name}: {problem}"
+        );
+    }
+    // Nothing was stored on the way.
+    let list = expect(app.get("/api/memories", &token), 200).await;
+    assert_eq!(list["items"], json!([]));
+}
+
+/// A number PostgreSQL would keep but not give back readably is refused at write time, so no
+/// read is ever poisoned; ordinary numbers round-trip exactly.
+#[sqlx::test]
+async fn numbers_round_trip_or_are_refused(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token).await;
+    let problem = expect_problem(
+        app.post("/api/memories", &token)
+            .body(r#"{"content":"x","metadata":{"x":1.7976931348623157e308}}"#)
+            .header("content-type", "application/json"),
+        422,
+    )
+    .await;
+    assert_eq!(problem["field"], "metadata.x");
+    let problem = expect_problem(
+        app.post(&format!("/api/tasks/{id}/events"), &token)
+            .body(r#"{"events":[{"step_narrative":"s","result_data":{"big":-5e307}}]}"#)
+            .header("content-type", "application/json"),
+        422,
+    )
+    .await;
+    assert_eq!(problem["field"], "events[0].result_data.big");
+
+    let numbers = json!({"tiny": 5e-324, "pi": std::f64::consts::PI, "third": 1.0 / 3.0,
+                         "big": 1e300, "max_int": u64::MAX, "min_int": i64::MIN, "neg_zero": -0.0});
+    expect(
+        app.put("/api/memories/numbers", &token)
+            .json(&json!({"content": "x", "metadata": numbers})),
+        201,
+    )
+    .await;
+    let list = expect(app.get("/api/memories", &token), 200).await;
+    let stored = &list["items"][0]["metadata"];
+    for key in ["tiny", "pi", "third", "big", "max_int", "min_int"] {
+        assert_eq!(stored[key], numbers[key], "{key} round-trips");
+    }
+    expect(app.get(&format!("/api/tasks/{id}/events"), &token), 200).await;
+}
+
+#[sqlx::test]
+async fn dot_keys_are_refused(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    for key in [".", ".."] {
+        let problem = expect_problem(
+            app.post("/api/memories", &token)
+                .json(&json!({"content": "x", "key": key})),
+            422,
+        )
+        .await;
+        assert_eq!(problem["field"], "key", "{key}");
+    }
+}
+
+/// A client-chosen request id is echoed when reasonable, replaced when not.
+#[sqlx::test]
+async fn request_ids_are_bounded(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let echoed = app
+        .client
+        .get(app.url("/healthz"))
+        .header("x-request-id", "abc-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(echoed.headers()["x-request-id"], "abc-123");
+    let long = "x".repeat(10_000);
+    let replaced = app
+        .client
+        .get(app.url("/healthz"))
+        .header("x-request-id", &long)
+        .send()
+        .await
+        .unwrap();
+    let id = replaced.headers()["x-request-id"].to_str().unwrap();
+    assert!(id.len() <= 128 && id != long, "{} bytes", id.len());
+}
+
+/// Artifacts keep the uploader's type but browsers neither sniff nor render active content.
+#[sqlx::test]
+async fn artifacts_are_never_rendered_as_pages(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token).await;
+    for (mime, attachment) in [
+        ("text/html", true),
+        ("image/svg+xml", true),
+        ("text/plain", false),
+    ] {
+        let artifact = expect(
+            app.post(&format!("/api/tasks/{id}/artifacts"), &token)
+                .header("content-type", mime)
+                .body("<script>alert(1)</script>"),
+            201,
+        )
+        .await;
+        let aid = artifact["artifact_id"].as_str().unwrap();
+        let response = app
+            .get(&format!("/api/tasks/{id}/artifacts/{aid}"), &token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let headers = response.headers();
+        assert_eq!(headers["x-content-type-options"], "nosniff", "{mime}");
+        assert_eq!(
+            headers
+                .get("content-disposition")
+                .is_some_and(|v| v == "attachment"),
+            attachment,
+            "{mime}"
+        );
+    }
+}
+
+/// With the database unreachable a request is a 503 with `Retry-After`, promptly.
+#[sqlx::test]
+async fn an_unreachable_database_is_503_with_retry_after(pool: PgPool) {
+    // The real schema is migrated on `pool`; the app gets a pool to a port where nothing listens.
+    drop(pool);
+    let dead = PgPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_lazy("postgres://postgres@127.0.0.1:9/mnemo")
+        .unwrap();
+    let app = TestApp::new(dead).await;
+    let token = app.token("t1", "alice");
+    let started = Instant::now();
+    let response = app.get("/api/memories/k", &token).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry_after >= 1);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], 503);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let ready = app.client.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+}
