@@ -120,8 +120,43 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
         &incoming,
         state.config.conversations.archive_max_messages,
     )?;
+    // What to recall for: the turn's last user message. Its embedding is made before the
+    // transaction opens.
+    let recall_k = state.config.conversations.chat_recall_k;
+    let question = batch
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.sender == "user" && !m.text.trim().is_empty())
+        .map(|m| {
+            m.text
+                .chars()
+                .take(crate::search::query::MAX_QUERY_CHARS)
+                .collect::<String>()
+        })
+        .filter(|_| recall_k > 0);
+    let recall_vector = match &question {
+        Some(q) => crate::search::prepare(state, None, q).await?,
+        None => (crate::search::SearchMode::Keyword, None),
+    };
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let (version, window) = read_window(state, principal, &mut tx, &session_id).await?;
+    let recalled = match &question {
+        Some(q) => {
+            recall_for_turn(
+                state,
+                &mut tx,
+                q,
+                recall_k,
+                recall_vector,
+                &session_id,
+                &window,
+                &batch,
+            )
+            .await?
+        }
+        None => Vec::new(),
+    };
     let archived = if batch.received() > 0 {
         Some(
             store::archive(
@@ -152,6 +187,7 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
         &state.config.conversations.system_prompt,
         &agent,
         notes.as_deref(),
+        &recalled,
         &window,
         &batch.messages,
     );
@@ -166,6 +202,59 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
         duplicates: archived.as_ref().map_or(0, |a| a.duplicates),
         latest: batch.span().map(|s| s.1),
     })
+}
+
+/// The memories and earlier messages that best answer `question`, leaving out the messages the
+/// window or this turn already holds. Runs before the turn's messages are stored, so they cannot
+/// recall themselves.
+#[allow(clippy::too_many_arguments)]
+async fn recall_for_turn(
+    state: &AppState,
+    tx: &mut Scoped,
+    question: &str,
+    k: u32,
+    (mode, vector): (
+        crate::search::SearchMode,
+        Option<crate::search::QueryVector>,
+    ),
+    session_id: &str,
+    window: &[store::WindowMessage],
+    batch: &batch::Batch,
+) -> ApiResult<Vec<crate::recall::RecallHit>> {
+    let exclude = crate::recall::Exclude {
+        messages: window
+            .iter()
+            .map(|m| m.id.clone())
+            .chain(batch.messages.iter().map(|m| m.id.clone()))
+            .map(|id| (session_id.to_owned(), id))
+            .collect(),
+    };
+    let request = crate::recall::RecallRequest {
+        query: question.to_owned(),
+        kinds: Some(vec![
+            crate::recall::Kind::Message,
+            crate::recall::Kind::Memory,
+            crate::recall::Kind::Task,
+        ]),
+        limit: Some(k),
+        mode: Some(mode),
+        filters: None,
+    };
+    match crate::recall::recall_in(
+        tx,
+        &request,
+        state.config.conversations.history_retention_days,
+        mode,
+        vector.as_ref(),
+        &exclude,
+    )
+    .await
+    {
+        Ok(found) => Ok(found.hits),
+        // A question that is all stopwords or otherwise unsearchable recalls nothing.
+        Err(err) if err.status_code().is_client_error() => Ok(Vec::new()),
+        Err(err) => Err(err),
+    }
 }
 
 fn model_failed(err: crate::llm::LlmError) -> ApiError {

@@ -53,11 +53,46 @@ fn to_chat(
     }
 }
 
-/// The compiled messages, and how many of them came from the window.
+/// Heading of the recalled-memories section.
+pub const RECALL_HEADING: &str = "## Recalled memories";
+
+/// The recalled-memories section: one line per hit, saying where it comes from.
+pub fn recall_section(hits: &[crate::recall::RecallHit]) -> String {
+    let mut out = format!(
+        "{RECALL_HEADING}\n\nEarlier material that may bear on the user's message (from other \
+         sessions, stored memories and task history; matched words in **bold**):\n"
+    );
+    for hit in hits {
+        let origin = match (hit.kind, &hit.placeholder, &hit.session_id) {
+            (crate::recall::Kind::Memory, Some(placeholder), _) => placeholder.clone(),
+            (crate::recall::Kind::Message, _, Some(session)) => format!(
+                "message in session `{session}`, {} at {}",
+                hit.sender.as_deref().unwrap_or("user"),
+                hit.timestamp.map(|t| t.to_rfc3339()).unwrap_or_default()
+            ),
+            (crate::recall::Kind::Note, _, _) => format!(
+                "notes of `{}` {}",
+                hit.agent_id.as_deref().unwrap_or_default(),
+                hit.header.as_deref().unwrap_or_default()
+            ),
+            _ => format!(
+                "task {}",
+                hit.task_id.map(|t| t.to_string()).unwrap_or_default()
+            ),
+        };
+        let snippet = hit.snippet.replace('\n', " ");
+        out.push_str(&format!("\n- ({origin}) {snippet}"));
+    }
+    out
+}
+
+/// The compiled messages, and how many of them came from the window. `recalled`, when not
+/// empty, becomes a system message after the notes.
 pub fn compile(
     system_prompt: &str,
     agent: &str,
     notes: Option<&str>,
+    recalled: &[crate::recall::RecallHit],
     window: &[WindowMessage],
     new: &[NewMessage],
 ) -> (Vec<ChatMessage>, usize) {
@@ -65,6 +100,9 @@ pub fn compile(
         ChatMessage::text("system", system_prompt),
         ChatMessage::text("system", notes_section(agent, notes)),
     ];
+    if !recalled.is_empty() {
+        out.push(ChatMessage::text("system", recall_section(recalled)));
+    }
     let fresh: HashSet<&str> = new.iter().map(|m| m.id.as_str()).collect();
     // A window cut between a tool call and its result would leave a result whose call is missing,
     // which chat APIs refuse: such results are left out.
@@ -133,8 +171,14 @@ mod tests {
             tool_calls: None,
             tool_call_id: None,
         }];
-        let (messages, from_window) =
-            compile("be nice", "assistant", Some("likes tea"), &window, &new);
+        let (messages, from_window) = compile(
+            "be nice",
+            "assistant",
+            Some("likes tea"),
+            &[],
+            &window,
+            &new,
+        );
         assert_eq!(from_window, 2);
         let roles: Vec<&str> = messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "system", "user", "assistant", "user"]);
@@ -156,7 +200,7 @@ mod tests {
             "function": {"name": "search_memory", "arguments": "{}"}}]));
         let mut result = w("3", "tool", "found");
         result.tool_call_id = Some("c1".into());
-        let (messages, from_window) = compile("s", "a", None, &[orphan, call, result], &[]);
+        let (messages, from_window) = compile("s", "a", None, &[], &[orphan, call, result], &[]);
         assert_eq!(from_window, 2);
         assert_eq!(messages[2].role, "assistant");
         assert_eq!(messages[2].content, None);

@@ -89,6 +89,14 @@ pub struct ConversationsConfig {
         default_value_t = 4
     )]
     pub chat_max_tool_rounds: usize,
+    /// Memories recalled into a turn's context: the best hits for the turn's last user message
+    /// among the caller's memories and other messages (0 turns recall off).
+    #[arg(
+        long = "chat-recall-k",
+        env = "MNEMO_CHAT_RECALL_K",
+        default_value_t = 5
+    )]
+    pub chat_recall_k: u32,
     /// The system prompt that opens every compiled context.
     #[arg(long = "chat-system-prompt", env = "MNEMO_CHAT_SYSTEM_PROMPT", default_value = DEFAULT_SYSTEM_PROMPT)]
     pub system_prompt: String,
@@ -110,6 +118,7 @@ impl Default for ConversationsConfig {
             archive_max_messages: 500,
             archive_max_bytes: 1024 * 1024,
             chat_max_tool_rounds: 4,
+            chat_recall_k: 5,
             system_prompt: DEFAULT_SYSTEM_PROMPT.into(),
         }
     }
@@ -127,6 +136,9 @@ impl ConversationsConfig {
         }
         if self.history_sweep_interval_secs == 0 {
             return Err("MNEMO_HISTORY_SWEEP_INTERVAL_SECS must be at least 1".into());
+        }
+        if self.chat_recall_k > 20 {
+            return Err("MNEMO_CHAT_RECALL_K must be 0 to 20".into());
         }
         if self.history_sweep_batch == 0 {
             return Err("MNEMO_HISTORY_SWEEP_BATCH must be at least 1".into());

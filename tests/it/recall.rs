@@ -598,3 +598,100 @@ async fn recall_ranks_every_kind_in_one_list(pool: PgPool) {
         assert_eq!(problem["field"], field, "{body}: {problem}");
     }
 }
+
+/// A chat remembers beyond its window: the context recalls an earlier session's message that
+/// answers the new one, and leaves out what the window already holds.
+#[sqlx::test]
+async fn chat_context_recalls_other_sessions(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let alice = app.token("acme", "alice");
+    archive(
+        &app,
+        &alice,
+        "march",
+        &[
+            ("a1", "user", "My dentist appointment is on the 14th at 9am"),
+            ("a2", "ai", "Noted, the 14th at 9am."),
+        ],
+    )
+    .await;
+    let context = expect(
+        app.post("/api/chat/context", &alice).json(&json!({
+            "session_id": "april",
+            "new_messages": [{"id": "n1", "sender": "user", "text": "When is my dentist appointment?",
+                              "timestamp": "2026-04-01T10:00:00Z"}]
+        })),
+        200,
+    )
+    .await;
+    let messages = context["messages"].as_array().unwrap();
+    let recalled = messages
+        .iter()
+        .find(|m| {
+            m["role"] == "system"
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("## Recalled memories"))
+        })
+        .unwrap_or_else(|| panic!("no recall block: {context}"));
+    let text = recalled["content"].as_str().unwrap();
+    assert!(text.contains("session `march`"), "{text}");
+    assert!(text.contains("**dentist**"), "{text}");
+    // The new message itself is not recalled, and comes last.
+    assert!(!text.contains("When is my"), "{text}");
+    assert_eq!(
+        messages.last().unwrap()["content"],
+        "When is my dentist appointment?"
+    );
+
+    // In the same session, what the window holds is not recalled again.
+    let context = expect(
+        app.post("/api/chat/context", &alice).json(&json!({
+            "session_id": "march",
+            "new_messages": [{"id": "a3", "sender": "user", "text": "Remind me about the dentist",
+                              "timestamp": "2026-03-02T10:00:00Z"}]
+        })),
+        200,
+    )
+    .await;
+    let block = context["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.starts_with("## Recalled memories"))
+        .unwrap_or_else(|| panic!("april's question is recalled: {context}"));
+    assert!(block.contains("session `april`"), "{block}");
+    assert!(
+        !block.contains("on the 14th"),
+        "the window holds it: {block}"
+    );
+}
+
+/// MNEMO_CHAT_RECALL_K=0 turns recall off.
+#[sqlx::test]
+async fn chat_recall_can_be_turned_off(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| c.conversations.chat_recall_k = 0).await;
+    let alice = app.token("acme", "alice");
+    archive(
+        &app,
+        &alice,
+        "march",
+        &[("a1", "user", "dentist on the 14th")],
+    )
+    .await;
+    let context = expect(
+        app.post("/api/chat/context", &alice).json(&json!({
+            "session_id": "april",
+            "new_messages": [{"id": "n1", "sender": "user", "text": "dentist?",
+                              "timestamp": "2026-04-01T10:00:00Z"}]
+        })),
+        200,
+    )
+    .await;
+    assert_eq!(
+        context["messages"].as_array().unwrap().len(),
+        3,
+        "{context}"
+    );
+}
