@@ -29,6 +29,8 @@ SELECT mnemo_scope_table('embedding_outbox');
 CREATE INDEX embedding_outbox_due ON embedding_outbox (not_before, id);
 CREATE INDEX embedding_outbox_memory ON embedding_outbox (tenant_id, user_id, memory_id)
     WHERE kind = 'memory';
+CREATE INDEX embedding_outbox_message
+    ON embedding_outbox (tenant_id, user_id, session_id, message_id) WHERE kind = 'message';
 
 -- The indexer works for every tenant. Like the retention sweeper it does not use the request
 -- path; it switches to this role, whose own policies let it work the outbox, read the text to

@@ -28,14 +28,46 @@ use std::future::Future;
 pub use http::app;
 pub use state::AppState;
 
-/// Starts the jobs that run beside the server, each under a PostgreSQL advisory lock so that one
-/// replica runs it at a time: the conversation retention sweeper (when
+/// Starts the jobs that run beside the server: the conversation retention sweeper (when
 /// `MNEMO_HISTORY_RETENTION_DAYS` is set) and the task lifecycle sweeper (pause idle tasks,
-/// archive old completed ones; off when its interval is 0). `mnemo serve` calls this; tests
+/// archive old completed ones; off when its interval is 0), each under a PostgreSQL advisory lock
+/// so that one replica runs it at a time, and with an embedder the indexer (replicas share its
+/// work). The returned token stops the indexer. `mnemo serve` calls this; tests
 /// drive the sweeps directly with their own clock.
-pub fn start_background_jobs(state: &AppState) {
+pub fn start_background_jobs(state: &AppState) -> tokio_util::sync::CancellationToken {
     conversations::sweeper::spawn(state.pool.clone(), &state.config.conversations);
     tasks::workspace::sweep_job::spawn(state);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    if let Some(embedder) = state.embedder.clone() {
+        tokio::spawn(search::indexer::run(
+            state.pool.clone(),
+            embedder,
+            state.indexer.clone(),
+            cancel.clone(),
+        ));
+    }
+    cancel
+}
+
+/// Readies semantic search when an embedder is configured: the vector tables (and pgvector),
+/// this model's index, and a backfill queueing every memory and message without a vector of this
+/// model (after an embedder is first set, or its model changed). Errors name what is missing.
+pub async fn prepare_embeddings(state: &AppState) -> Result<(), String> {
+    let Some(embedder) = &state.embedder else {
+        return Ok(());
+    };
+    search::indexer::prepare_schema(&state.pool, embedder).await?;
+    let queued = search::indexer::backfill(&state.pool, embedder)
+        .await
+        .map_err(|e| format!("queueing texts for the embedder failed: {e}"))?;
+    if queued > 0 {
+        tracing::info!(
+            queued,
+            model = embedder.model_id(),
+            "texts queued for embedding"
+        );
+    }
+    Ok(())
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves; requests in flight then complete.

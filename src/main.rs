@@ -40,6 +40,9 @@ enum Command {
     },
     /// Print the OpenAPI document (the checked-in copy is `openapi/openapi.json`).
     Openapi,
+    /// Drops every stored vector and embeds all memories and messages again with the configured
+    /// embedder (after a model change), showing progress; then exits.
+    Reindex,
 }
 
 fn parse_ttl(text: &str) -> Result<Duration, String> {
@@ -132,7 +135,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             let listen = config.listen;
             tracing::info!(config = ?config, "starting");
             let state = AppState::new(config, pool).await?;
-            mnemo::start_background_jobs(&state);
+            mnemo::prepare_embeddings(&state).await?;
+            let indexer = mnemo::start_background_jobs(&state);
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
@@ -141,8 +145,76 @@ async fn run(cli: Cli) -> Result<(), String> {
             mnemo::serve(listener, state, shutdown_signal())
                 .await
                 .map_err(|e| format!("server error: {e}"))?;
+            indexer.cancel();
             tracing::info!("stopped");
             Ok(())
+        }
+        Command::Reindex => {
+            config.validate_for_serving()?;
+            init_tracing();
+            let url = config.database_url.clone().unwrap_or_default();
+            let pool = db::connect(&url, 4)
+                .await
+                .map_err(|e| format!("cannot connect to {}: {e}", redact_url(&url)))?;
+            db::migrate(&pool)
+                .await
+                .map_err(|e| format!("migration failed: {e}"))?;
+            let state = AppState::new(config, pool).await?;
+            reindex(&state).await
+        }
+    }
+}
+
+/// `mnemo reindex`: requeues everything and runs the indexer in the foreground until the
+/// outbox is empty, printing progress.
+async fn reindex(state: &AppState) -> Result<(), String> {
+    use mnemo::search::indexer::{self, IndexerStats, Pass};
+    let embedder = state
+        .embedder
+        .clone()
+        .ok_or("mnemo reindex needs an embedder: set MNEMO_EMBEDDER")?;
+    indexer::prepare_schema(&state.pool, &embedder).await?;
+    let queued = indexer::requeue_all(&state.pool)
+        .await
+        .map_err(|e| format!("requeueing failed: {e}"))?;
+    eprintln!(
+        "mnemo reindex: {queued} memories and messages queued for {}",
+        embedder.model_id()
+    );
+    let stats = IndexerStats::default();
+    let started = std::time::Instant::now();
+    let mut texts = 0usize;
+    let mut failures = 0u32;
+    loop {
+        match indexer::run_once(&state.pool, &embedder, &stats).await {
+            Pass::Done { chunks, .. } => {
+                texts += chunks;
+                let left = indexer::backlog(&state.pool).await.unwrap_or(0);
+                eprintln!(
+                    "mnemo reindex: {texts} texts embedded, {left} rows left ({:.0} texts/s)",
+                    texts as f64 / started.elapsed().as_secs_f64().max(0.001)
+                );
+            }
+            Pass::Idle => {
+                let left = indexer::backlog(&state.pool).await.unwrap_or(0);
+                if left == 0 {
+                    eprintln!(
+                        "mnemo reindex: done, {texts} texts in {:.1} s",
+                        started.elapsed().as_secs_f64()
+                    );
+                    return Ok(());
+                }
+                // Rows waiting for a retry after a failure.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Pass::Failed(err) => {
+                failures += 1;
+                if failures >= 5 {
+                    return Err(format!("embedding keeps failing: {err}"));
+                }
+                eprintln!("mnemo reindex: a batch failed ({err}); retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
         }
     }
 }

@@ -33,6 +33,7 @@ impl AppState {
     /// Builds the state from a validated config and a connected pool.
     pub async fn new(config: Config, pool: PgPool) -> Result<Self, String> {
         let verifier = Verifier::from_config(&config).await?;
+        let embedder = Embedder::from_config(&config.embed).map_err(|e| e.to_string())?;
         Ok(AppState {
             pool,
             window_cache: Arc::new(WindowCache::new(config.conversations.window_cache_sessions)),
@@ -40,7 +41,7 @@ impl AppState {
             config: Arc::new(config),
             verifier: Arc::new(verifier),
             metrics: Arc::new(Metrics::default()),
-            embedder: None,
+            embedder,
             indexer: Arc::new(IndexerStats::default()),
         })
     }

@@ -122,26 +122,31 @@ pub async fn prepare_schema(pool: &PgPool, embedder: &Embedder) -> Result<(), St
                 .into(),
         );
     }
-    // One partial index per model: the column has no fixed dimension, the cast gives it one.
-    let name = format!("memory_vectors_hnsw_{}", short_hash(embedder.model_id()));
-    let statement: String = sqlx::query_scalar(
-        "SELECT format('CREATE INDEX IF NOT EXISTS %I ON memory_vectors USING hnsw \
-                        ((embedding::vector(%s)) vector_cosine_ops) WHERE model = %L', $1, $2, $3)",
-    )
-    .bind(&name)
-    .bind(embedder.dimensions().to_string())
-    .bind(embedder.model_id())
-    .fetch_one(pool)
-    .await
-    .map_err(|e| format!("preparing the vector index failed: {e}"))?;
-    sqlx::raw_sql(&statement)
-        .execute(pool)
+    // One partial index per table and model: the column has no fixed dimension, the cast gives
+    // it one.
+    for table in ["memory_vectors", "message_vectors"] {
+        let name = format!("{table}_hnsw_{}", short_hash(embedder.model_id()));
+        let statement: String = sqlx::query_scalar(
+            "SELECT format('CREATE INDEX IF NOT EXISTS %I ON %I USING hnsw \
+                            ((embedding::vector(%s)) vector_cosine_ops) WHERE model = %L',
+                           $1, $2, $3, $4)",
+        )
+        .bind(&name)
+        .bind(table)
+        .bind(embedder.dimensions().to_string())
+        .bind(embedder.model_id())
+        .fetch_one(pool)
         .await
-        .map_err(|e| format!("creating the vector index failed: {e}"))?;
+        .map_err(|e| format!("preparing the vector index failed: {e}"))?;
+        sqlx::raw_sql(&statement)
+            .execute(pool)
+            .await
+            .map_err(|e| format!("creating the vector index on {table} failed: {e}"))?;
+    }
     Ok(())
 }
 
-/// Queues every memory that has no vector of this model yet (after an embedder is first set or
+/// Queues every memory and message that has no vector of this model yet (after an embedder is first set or
 /// its model changed). Returns how many were queued.
 pub async fn backfill(pool: &PgPool, embedder: &Embedder) -> Result<u64, sqlx::Error> {
     let mut tx = begin(pool).await?;
@@ -166,11 +171,32 @@ pub async fn backfill(pool: &PgPool, embedder: &Embedder) -> Result<u64, sqlx::E
     .execute(&mut *tx)
     .await?
     .rows_affected();
+    let messages = sqlx::query(
+        "INSERT INTO embedding_outbox (tenant_id, user_id, kind, session_id, message_id)
+         SELECT m.tenant_id, m.user_id, 'message', m.session_id, m.message_id
+         FROM conversation_messages m
+         WHERE m.sender IN ('user', 'ai') AND m.text <> ''
+           AND NOT EXISTS (
+                 SELECT 1 FROM message_vectors v
+                 WHERE v.tenant_id = m.tenant_id AND v.user_id = m.user_id
+                   AND v.session_id = m.session_id AND v.message_id = m.message_id
+                   AND v.model = $1)
+           AND NOT EXISTS (
+                 SELECT 1 FROM embedding_outbox o
+                 WHERE o.tenant_id = m.tenant_id AND o.user_id = m.user_id
+                   AND o.kind = 'message' AND o.session_id = m.session_id
+                   AND o.message_id = m.message_id)",
+    )
+    .bind(embedder.model_id())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
     tx.commit().await?;
-    Ok(queued)
+    Ok(queued + messages)
 }
 
-/// Drops every vector (of every model) and queues every memory again: `mnemo reindex`.
+/// Drops every vector (of every model) and queues every memory and message again:
+/// `mnemo reindex`.
 pub async fn requeue_all(pool: &PgPool) -> Result<u64, sqlx::Error> {
     let mut tx = begin(pool).await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -180,7 +206,10 @@ pub async fn requeue_all(pool: &PgPool) -> Result<u64, sqlx::Error> {
     sqlx::query("DELETE FROM memory_vectors")
         .execute(&mut *tx)
         .await?;
-    sqlx::query("DELETE FROM embedding_outbox WHERE kind = 'memory'")
+    sqlx::query("DELETE FROM message_vectors")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM embedding_outbox")
         .execute(&mut *tx)
         .await?;
     let queued = sqlx::query(
@@ -190,6 +219,15 @@ pub async fn requeue_all(pool: &PgPool) -> Result<u64, sqlx::Error> {
     .execute(&mut *tx)
     .await?
     .rows_affected();
+    let queued = queued
+        + sqlx::query(
+            "INSERT INTO embedding_outbox (tenant_id, user_id, kind, session_id, message_id)
+             SELECT tenant_id, user_id, 'message', session_id, message_id
+             FROM conversation_messages WHERE sender IN ('user', 'ai') AND text <> ''",
+        )
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
     tx.commit().await?;
     Ok(queued)
 }

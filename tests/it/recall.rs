@@ -695,3 +695,45 @@ async fn chat_recall_can_be_turned_off(pool: PgPool) {
         "{context}"
     );
 }
+
+/// Once through the real local model (all-MiniLM-L6-v2, from `scripts/model`, which
+/// `scripts/test` runs): a question that shares no content word with its answer finds it by
+/// meaning. Skipped when `MNEMO_EMBEDDING_MODEL` is unset.
+#[sqlx::test]
+async fn the_local_model_finds_paraphrases(pool: PgPool) {
+    let Ok(model) = std::env::var("MNEMO_EMBEDDING_MODEL") else {
+        eprintln!("skipped: MNEMO_EMBEDDING_MODEL is not set (scripts/model prints the folder)");
+        return;
+    };
+    let config = mnemo::embed::EmbedConfig {
+        embedder: mnemo::embed::EmbedderKind::Local,
+        model: Some(model),
+        ..Default::default()
+    };
+    let embedder = Embedder::from_config(&config).unwrap().unwrap();
+    assert_eq!(embedder.dimensions(), 384);
+    let app = with_embedder(pool, embedder).await;
+    let token = app.token("acme", "alice");
+    store_turns(&app, &token).await;
+    assert_eq!(drain(&app).await, 5);
+    let question = "Which profession does she want to train for?";
+    let keyword = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": question, "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert!(
+        !keys(&keyword).contains(&"t3".to_owned()),
+        "no shared word: {keyword}"
+    );
+    for mode in ["semantic", "hybrid"] {
+        let found = expect(
+            app.post(SEARCH, &token)
+                .json(&json!({"query": question, "mode": mode, "limit": 2})),
+            200,
+        )
+        .await;
+        assert!(keys(&found).contains(&"t3".to_owned()), "{mode}: {found}");
+    }
+}
