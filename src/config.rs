@@ -79,6 +79,11 @@ pub struct Config {
     #[arg(long, env = "MNEMO_MEMORY_MAX_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub memory_max_bytes: usize,
 
+    /// Weight of the keyword score in a hybrid search's fused score (0 to 1); the cosine
+    /// similarity has the rest.
+    #[arg(long, env = "MNEMO_SEARCH_KEYWORD_WEIGHT", default_value_t = crate::search::fusion::KEYWORD_WEIGHT)]
+    pub search_keyword_weight: f32,
+
     #[command(flatten)]
     pub llm: crate::llm::LlmConfig,
     #[command(flatten)]
@@ -131,6 +136,9 @@ impl Config {
         if self.db_max_connections == 0 {
             return Err("MNEMO_DB_MAX_CONNECTIONS must be at least 1".into());
         }
+        if !(0.0..=1.0).contains(&self.search_keyword_weight) {
+            return Err("MNEMO_SEARCH_KEYWORD_WEIGHT must be between 0 and 1".into());
+        }
         if self.memory_max_bytes == 0 {
             return Err("MNEMO_MEMORY_MAX_BYTES must be at least 1".into());
         }
@@ -180,6 +188,7 @@ impl Config {
             request_timeout_secs: 30,
             max_body_bytes: 1024 * 1024,
             memory_max_bytes: 32 * 1024 * 1024,
+            search_keyword_weight: crate::search::fusion::KEYWORD_WEIGHT,
             llm: Default::default(),
             memories: Default::default(),
             notes: Default::default(),
@@ -231,6 +240,7 @@ impl fmt::Debug for Config {
             .field("request_timeout_secs", &self.request_timeout_secs)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("memory_max_bytes", &self.memory_max_bytes)
+            .field("search_keyword_weight", &self.search_keyword_weight)
             .field("llm", &self.llm)
             .field("memories", &self.memories)
             .field("notes", &self.notes)

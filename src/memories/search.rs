@@ -286,7 +286,10 @@ pub async fn search_memory(
             });
         }
     }
-    let mut ranked = fuse(candidates);
+    let mut ranked = fuse(
+        candidates,
+        vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
+    );
     let has_more = ranked.len() > limit as usize;
     ranked.truncate(limit as usize);
 

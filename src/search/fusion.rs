@@ -7,7 +7,7 @@
 //! cosine similarity), and a candidate missing from one side scores 0 there. The weight was
 //! chosen on the project's retrieval evaluation (`scripts/eval`).
 
-/// Weight of the scaled keyword score in a hybrid score; the similarity has the rest.
+/// Default weight of the scaled keyword score in a hybrid score; the similarity has the rest.
 pub const KEYWORD_WEIGHT: f32 = 0.3;
 
 /// One object found by either side of a search.
@@ -35,7 +35,7 @@ pub struct Fused<T> {
 
 /// Ranks `candidates` (each id once) by fused score, best first; ties keep the input order.
 /// With only one side present (keyword or semantic search) the score is that side's own.
-pub fn fuse<T: Clone>(candidates: Vec<Candidate<T>>) -> Vec<Fused<T>> {
+pub fn fuse<T: Clone>(candidates: Vec<Candidate<T>>, keyword_weight: f32) -> Vec<Fused<T>> {
     let keyword_rank = ranks(&candidates, |c| c.keyword);
     let vector_rank = ranks(&candidates, |c| c.similarity);
     let any_keyword = candidates.iter().any(|c| c.keyword.is_some());
@@ -54,7 +54,7 @@ pub fn fuse<T: Clone>(candidates: Vec<Candidate<T>>) -> Vec<Fused<T>> {
             };
             let similarity = c.similarity.unwrap_or(0.0);
             let score = match (any_keyword, any_vector) {
-                (true, true) => KEYWORD_WEIGHT * scaled + (1.0 - KEYWORD_WEIGHT) * similarity,
+                (true, true) => keyword_weight * scaled + (1.0 - keyword_weight) * similarity,
                 (true, false) => c.keyword.unwrap_or(0.0),
                 (false, _) => similarity,
             };
@@ -105,7 +105,10 @@ mod tests {
 
     #[test]
     fn keyword_only_keeps_the_keyword_order() {
-        let fused = fuse(vec![c("a", Some(0.2), None), c("b", Some(0.5), None)]);
+        let fused = fuse(
+            vec![c("a", Some(0.2), None), c("b", Some(0.5), None)],
+            KEYWORD_WEIGHT,
+        );
         assert_eq!(fused[0].id, "b");
         assert_eq!(fused[0].score, 0.5);
         assert_eq!(fused[0].keyword_rank, Some(1));
@@ -115,14 +118,17 @@ mod tests {
 
     #[test]
     fn hybrid_weighs_scaled_keyword_and_similarity() {
-        let fused = fuse(vec![
-            // Best keyword match, weak meaning.
-            c("words", Some(1.0), Some(0.2)),
-            // No shared word, close meaning.
-            c("meaning", None, Some(0.8)),
-            // Half the best keyword score, fair meaning.
-            c("both", Some(0.5), Some(0.6)),
-        ]);
+        let fused = fuse(
+            vec![
+                // Best keyword match, weak meaning.
+                c("words", Some(1.0), Some(0.2)),
+                // No shared word, close meaning.
+                c("meaning", None, Some(0.8)),
+                // Half the best keyword score, fair meaning.
+                c("both", Some(0.5), Some(0.6)),
+            ],
+            KEYWORD_WEIGHT,
+        );
         let ids: Vec<&str> = fused.iter().map(|f| f.id.as_str()).collect();
         // meaning: 0.7 × 0.8 = 0.56; both: 0.3 × 0.5 + 0.7 × 0.6 = 0.57; words: 0.3 + 0.14 = 0.44
         assert_eq!(ids, vec!["both", "meaning", "words"]);
@@ -135,7 +141,10 @@ mod tests {
 
     #[test]
     fn semantic_only_ranks_by_similarity() {
-        let fused = fuse(vec![c("a", None, Some(0.1)), c("b", None, Some(0.9))]);
+        let fused = fuse(
+            vec![c("a", None, Some(0.1)), c("b", None, Some(0.9))],
+            KEYWORD_WEIGHT,
+        );
         assert_eq!(fused[0].id, "b");
         assert!((fused[0].score - 0.9).abs() < 1e-6);
     }

@@ -72,6 +72,8 @@ pub struct QueryVector {
     /// The embedder's model id; only vectors of this model are compared.
     pub model_id: String,
     pub values: Vec<f32>,
+    /// Weight of the scaled keyword score in a hybrid score (`MNEMO_SEARCH_KEYWORD_WEIGHT`).
+    pub keyword_weight: f32,
 }
 
 /// The mode of a search and its query's embedding, made before any transaction opens so that no
@@ -92,6 +94,7 @@ pub async fn prepare(
             Some(QueryVector {
                 model_id: embedder.model_id().to_owned(),
                 values: vectors.remove(0),
+                keyword_weight: state.config.search_keyword_weight,
             }),
         )),
         Ok(_) => {
