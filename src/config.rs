@@ -85,6 +85,8 @@ pub struct Config {
     pub search_keyword_weight: f32,
 
     #[command(flatten)]
+    pub fair_use: crate::fair_use::FairUseConfig,
+    #[command(flatten)]
     pub llm: crate::llm::LlmConfig,
     #[command(flatten)]
     pub memories: crate::memories::MemoriesConfig,
@@ -136,6 +138,7 @@ impl Config {
         if self.db_max_connections == 0 {
             return Err("MNEMO_DB_MAX_CONNECTIONS must be at least 1".into());
         }
+        self.fair_use.validate()?;
         if !(0.0..=1.0).contains(&self.search_keyword_weight) {
             return Err("MNEMO_SEARCH_KEYWORD_WEIGHT must be between 0 and 1".into());
         }
@@ -189,6 +192,7 @@ impl Config {
             max_body_bytes: 1024 * 1024,
             memory_max_bytes: 32 * 1024 * 1024,
             search_keyword_weight: crate::search::fusion::KEYWORD_WEIGHT,
+            fair_use: Default::default(),
             llm: Default::default(),
             memories: Default::default(),
             notes: Default::default(),
@@ -241,6 +245,7 @@ impl fmt::Debug for Config {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("memory_max_bytes", &self.memory_max_bytes)
             .field("search_keyword_weight", &self.search_keyword_weight)
+            .field("fair_use", &self.fair_use)
             .field("llm", &self.llm)
             .field("memories", &self.memories)
             .field("notes", &self.notes)

@@ -88,6 +88,10 @@ pub fn layered(router: Router<AppState>, state: AppState) -> Router {
                     state.clone(),
                     crate::auth::require_bearer,
                 ))
+                .layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    crate::fair_use::enforce,
+                ))
                 .layer(DefaultBodyLimit::max(body_limit))
                 .layer(axum::Extension(RouteBodyLimit(body_limit))),
         )

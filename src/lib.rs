@@ -10,6 +10,7 @@ pub mod db;
 pub mod embed;
 pub mod error;
 pub mod extract;
+pub mod fair_use;
 pub mod http;
 pub mod llm;
 pub mod memories;

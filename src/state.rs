@@ -25,6 +25,8 @@ pub struct AppState {
     pub llm: Option<Arc<LlmClient>>,
     /// The embedder of semantic search, if any (`MNEMO_EMBEDDER`).
     pub embedder: Option<Embedder>,
+    /// Per-tenant concurrency caps and rate limits.
+    pub fair_use: Arc<crate::fair_use::FairUse>,
     /// What the background indexer has done, for `/metrics`.
     pub indexer: Arc<IndexerStats>,
 }
@@ -34,6 +36,10 @@ impl AppState {
     pub async fn new(config: Config, pool: PgPool) -> Result<Self, String> {
         let verifier = Verifier::from_config(&config).await?;
         let embedder = Embedder::from_config(&config.embed).map_err(|e| e.to_string())?;
+        let fair_use = Arc::new(crate::fair_use::FairUse::new(
+            &config.fair_use,
+            config.db_max_connections,
+        ));
         Ok(AppState {
             pool,
             window_cache: Arc::new(WindowCache::new(config.conversations.window_cache_sessions)),
@@ -42,6 +48,7 @@ impl AppState {
             verifier: Arc::new(verifier),
             metrics: Arc::new(Metrics::default()),
             embedder,
+            fair_use,
             indexer: Arc::new(IndexerStats::default()),
         })
     }

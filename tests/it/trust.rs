@@ -249,3 +249,118 @@ async fn an_unreachable_database_is_503_with_retry_after(pool: PgPool) {
     let ready = app.client.get(app.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 503);
 }
+
+/// A tenant with its cap of requests in flight gets 429 for more, at once, while another tenant
+/// is served as usual.
+#[sqlx::test]
+async fn one_tenant_cannot_starve_another(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| c.fair_use.tenant_max_concurrent = Some(2)).await;
+    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    let router = axum::Router::new().route(
+        "/api/slow",
+        axum::routing::get(move || {
+            let mut release = release_rx.clone();
+            async move {
+                let _ = release.wait_for(|go| *go).await;
+                "done"
+            }
+        }),
+    );
+    let layered = mnemo::http::layered(router, app.state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(mnemo::serve_router(listener, layered, async {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }));
+    let flooder = app.token("flood", "a");
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let client = app.client.clone();
+        let (url, token) = (format!("{base}/api/slow"), flooder.clone());
+        held.push(tokio::spawn(async move {
+            client.get(url).bearer_auth(token).send().await
+        }));
+    }
+    // Wait until both are in flight.
+    let mut refused = None;
+    for _ in 0..100 {
+        let response = app
+            .client
+            .get(format!("{base}/api/slow"))
+            .bearer_auth(&flooder)
+            .send()
+            .await
+            .unwrap();
+        if response.status() == 429 {
+            refused = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = refused.expect("the third request of the tenant is refused");
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["max_concurrent"], 2);
+    // Another tenant is served while the flooder holds its slots.
+    let other = app.token("quiet", "b");
+    let me = app
+        .client
+        .get(format!("{base}/api/me"))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        me.status(),
+        404,
+        "the test router has no /api/me, but auth and caps passed"
+    );
+    release_tx.send(true).unwrap();
+    for request in held {
+        assert_eq!(request.await.unwrap().unwrap().status(), 200);
+    }
+    // Slots come back.
+    let again = app
+        .client
+        .get(format!("{base}/api/slow"))
+        .bearer_auth(&flooder)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+    server.abort();
+}
+
+/// Token buckets per user answer 429 with `Retry-After` and the RateLimit headers.
+#[sqlx::test]
+async fn rate_limits_answer_429_with_headers(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| {
+        c.fair_use.user_per_sec = Some(1);
+        c.fair_use.user_burst = Some(2);
+    })
+    .await;
+    let alice = app.token("t1", "alice");
+    for _ in 0..2 {
+        let ok = app.get("/api/me", &alice).send().await.unwrap();
+        assert_eq!(ok.status(), 200);
+        assert_eq!(ok.headers()["ratelimit-policy"], "\"user\";q=1;w=1");
+        assert!(
+            ok.headers()["ratelimit"]
+                .to_str()
+                .unwrap()
+                .starts_with("\"user\";r=")
+        );
+    }
+    let limited = app.get("/api/me", &alice).send().await.unwrap();
+    assert_eq!(limited.status(), 429);
+    assert_eq!(limited.headers()["retry-after"], "1");
+    assert_eq!(limited.headers()["ratelimit-policy"], "\"user\";q=1;w=1");
+    assert_eq!(limited.headers()["ratelimit"], "\"user\";r=0;t=1");
+    assert_eq!(
+        limited.headers()["content-type"],
+        "application/problem+json"
+    );
+    // Bob has his own bucket.
+    let bob = app.token("t1", "bob");
+    assert_eq!(app.get("/api/me", &bob).send().await.unwrap().status(), 200);
+}
