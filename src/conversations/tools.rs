@@ -78,6 +78,25 @@ pub fn definitions() -> Vec<Tool> {
             }),
         ),
         Tool::function(
+            "recall",
+            "Recall what you know about something from everything kept for this user: earlier \
+             conversations (other sessions too), stored memories, long-term notes and task \
+             history, best first. Ask a question or give keywords; each hit says where it comes \
+             from and how to read more (a memory's [MemoryRef: key - summary] placeholder, a \
+             session and message id, a notes heading, a task id).",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "kinds": {"type": ["array", "null"],
+                        "items": {"type": "string", "enum": ["memory", "message", "note", "task"]}},
+                    "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 50}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        ),
+        Tool::function(
             "search_memory",
             "Search stored memories by text; answers the best matches with their keys.",
             json!({
@@ -125,6 +144,10 @@ pub async fn execute(
         },
         "search_memory" => match args::<SearchArgs>(call) {
             Ok(input) => search(state, principal, input).await,
+            Err(e) => Err(e),
+        },
+        "recall" => match args::<RecallArgs>(call) {
+            Ok(input) => recall(state, principal, input).await,
             Err(e) => Err(e),
         },
         other => Err(format!("unknown tool `{other}`")),
@@ -275,6 +298,49 @@ async fn retrieve(
     })
     .await?;
     to_value(&page)
+}
+
+/// Arguments of `recall`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecallArgs {
+    query: String,
+    #[serde(default)]
+    kinds: Option<Vec<crate::recall::Kind>>,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+/// `recall`: one ranked list across every kind of memory (see [`crate::recall`]).
+async fn recall(
+    state: &AppState,
+    principal: &Principal,
+    input: RecallArgs,
+) -> Result<Value, String> {
+    let request = crate::recall::RecallRequest {
+        query: input.query,
+        kinds: input.kinds,
+        limit: input.limit,
+        mode: None,
+        filters: None,
+    };
+    let (mode, vector) = crate::search::prepare(state, None, &request.query)
+        .await
+        .map_err(|e| e.to_string())?;
+    let retention = state.config.conversations.history_retention_days;
+    let results = scoped(state, principal, Scope::Read, async |conn| {
+        crate::recall::recall_in(
+            conn,
+            &request,
+            retention,
+            mode,
+            vector.as_ref(),
+            &crate::recall::Exclude::default(),
+        )
+        .await
+    })
+    .await?;
+    to_value(&results)
 }
 
 /// `search_memory`: ranked search over stored memories.

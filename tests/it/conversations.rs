@@ -661,6 +661,10 @@ async fn fake_completions(
                 "retrieve_memory",
                 json!({"key": "tea", "line_start": 2, "line_count": 1}),
             ),
+            4 => (
+                "recall",
+                json!({"query": "what about sugar?", "kinds": ["memory"]}),
+            ),
             _ => ("search_memory", json!({"query": "tea"})),
         };
         let call = json!({"id": format!("loop_{n}"), "type": "function",
@@ -771,6 +775,7 @@ async fn chat_runs_tool_calls_and_stores_the_reply(pool: PgPool) {
             "manage_long_term_memory",
             "store_memory",
             "retrieve_memory",
+            "recall",
             "search_memory"
         ]
     );
@@ -945,18 +950,18 @@ async fn chat_tool_loop_is_bounded_and_model_failures_are_502(pool: PgPool) {
     let app = TestApp::with_config(pool.clone(), |c| {
         c.llm.base_url = Some(url);
         c.llm.model = Some("m".into());
-        c.conversations.chat_max_tool_rounds = 3;
+        c.conversations.chat_max_tool_rounds = 4;
     })
     .await;
     let token = app.token("t1", "alice");
     let body = json!({"session_id": "s", "new_messages": [msg("n1", "find tea", "user", 1)]});
     let response = expect(app.post("/api/chat", &token).json(&body), 200).await;
     assert_eq!(response["reply"]["text"], "I will stop searching.");
-    // Three rounds of (call + result), then one last call without tools.
-    assert_eq!(response["tool_messages"].as_array().unwrap().len(), 6);
+    // Four rounds of (call + result), then one last call without tools.
+    assert_eq!(response["tool_messages"].as_array().unwrap().len(), 8);
     let requests = fake.requests.lock().unwrap().clone();
-    assert_eq!(requests.len(), 4);
-    assert!(requests[3].get("tools").is_none());
+    assert_eq!(requests.len(), 5);
+    assert!(requests[4].get("tools").is_none());
     // The tools ran against detail memory as the caller.
     let results: Vec<Value> = response["tool_messages"]
         .as_array()
@@ -975,14 +980,16 @@ async fn chat_tool_loop_is_bounded_and_model_failures_are_502(pool: PgPool) {
     );
     assert_eq!(results[1]["hits"][0]["memory_key"], "tea", "{}", results[1]);
     assert_eq!(results[2]["content"], "no sugar\n", "{}", results[2]);
-    let last = requests[3]["messages"]
+    assert_eq!(results[3]["hits"][0]["kind"], "memory", "{}", results[3]);
+    assert_eq!(results[3]["hits"][0]["memory_key"], "tea", "{}", results[3]);
+    let last = requests[4]["messages"]
         .as_array()
         .unwrap()
         .last()
         .unwrap()
         .clone();
     assert_eq!(last["role"], "tool");
-    assert_eq!(last["tool_call_id"], "loop_3");
+    assert_eq!(last["tool_call_id"], "loop_4");
     let stored = expect(app.get("/api/memories/tea", &token), 200).await;
     assert_eq!(stored["content"], "green tea\nno sugar\n");
     expect_problem(app.get("/api/memories/tea", &app.token("t1", "bob")), 404).await;
