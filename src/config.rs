@@ -25,6 +25,11 @@ pub struct Config {
     #[arg(long, env = "MNEMO_DB_MAX_CONNECTIONS", default_value_t = 32)]
     pub db_max_connections: u32,
 
+    /// Seconds a database statement of a request may run before PostgreSQL cancels it (0: no
+    /// limit). Schema changes at start are not bounded.
+    #[arg(long, env = "MNEMO_DB_STATEMENT_TIMEOUT_SECS", default_value_t = 30)]
+    pub db_statement_timeout_secs: u64,
+
     /// HS256 shared secret (at least 32 bytes).
     #[arg(long, env = "MNEMO_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
@@ -192,6 +197,7 @@ impl Config {
             max_body_bytes: 1024 * 1024,
             memory_max_bytes: 32 * 1024 * 1024,
             search_keyword_weight: crate::search::fusion::KEYWORD_WEIGHT,
+            db_statement_timeout_secs: 30,
             fair_use: Default::default(),
             llm: Default::default(),
             memories: Default::default(),
@@ -245,6 +251,7 @@ impl fmt::Debug for Config {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("memory_max_bytes", &self.memory_max_bytes)
             .field("search_keyword_weight", &self.search_keyword_weight)
+            .field("db_statement_timeout_secs", &self.db_statement_timeout_secs)
             .field("fair_use", &self.fair_use)
             .field("llm", &self.llm)
             .field("memories", &self.memories)

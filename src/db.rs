@@ -26,9 +26,19 @@ use crate::auth::Principal;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
-/// Connects a pool with the settings the tenancy model relies on.
-pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
-    let options = connect_options(url)?;
+/// Connects a pool with the settings the tenancy model relies on. With `statement_timeout`,
+/// PostgreSQL cancels any statement of the pool's connections that runs longer, so a runaway
+/// query cannot hold a connection (and its share of the pool) for good; schema changes and
+/// backfills run on a pool without it.
+pub async fn connect(
+    url: &str,
+    max_connections: u32,
+    statement_timeout: Option<Duration>,
+) -> Result<PgPool, sqlx::Error> {
+    let mut options = connect_options(url)?;
+    if let Some(timeout) = statement_timeout.filter(|t| !t.is_zero()) {
+        options = options.options([("statement_timeout", format!("{}ms", timeout.as_millis()))]);
+    }
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(5))

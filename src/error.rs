@@ -171,8 +171,12 @@ pub fn is_unavailable(err: &sqlx::Error) -> bool {
         | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
             // 08: connection exception; 57P01..57P03: the server is shutting down or starting;
-            // 53300: too many connections.
-            code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "53300")
+            // 53300: too many connections; 57014: cancelled by the statement timeout.
+            code.starts_with("08")
+                || matches!(
+                    code.as_ref(),
+                    "57P01" | "57P02" | "57P03" | "53300" | "57014"
+                )
         }),
         _ => false,
     }

@@ -53,12 +53,13 @@ pub fn start_background_jobs(state: &AppState) -> tokio_util::sync::Cancellation
 /// Readies semantic search when an embedder is configured: the vector tables (and pgvector),
 /// this model's index, and a backfill queueing every memory and message without a vector of this
 /// model (after an embedder is first set, or its model changed). Errors name what is missing.
-pub async fn prepare_embeddings(state: &AppState) -> Result<(), String> {
+/// `admin` is a pool without the requests' statement timeout (index builds may take long).
+pub async fn prepare_embeddings(state: &AppState, admin: &sqlx::PgPool) -> Result<(), String> {
     let Some(embedder) = &state.embedder else {
         return Ok(());
     };
-    search::indexer::prepare_schema(&state.pool, embedder).await?;
-    let queued = search::indexer::backfill(&state.pool, embedder)
+    search::indexer::prepare_schema(admin, embedder).await?;
+    let queued = search::indexer::backfill(admin, embedder)
         .await
         .map_err(|e| format!("queueing texts for the embedder failed: {e}"))?;
     if queued > 0 {

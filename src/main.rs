@@ -113,7 +113,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .database_url
                 .as_deref()
                 .ok_or("DATABASE_URL is not set")?;
-            let pool = db::connect(url, 2)
+            let pool = db::connect(url, 2, None)
                 .await
                 .map_err(|e| format!("cannot connect to {}: {e}", redact_url(url)))?;
             db::migrate(&pool)
@@ -126,16 +126,22 @@ async fn run(cli: Cli) -> Result<(), String> {
             config.validate_for_serving()?;
             init_tracing();
             let url = config.database_url.clone().unwrap_or_default();
-            let pool = db::connect(&url, config.db_max_connections)
+            // Schema changes and backfills run without the statement timeout of requests.
+            let admin = db::connect(&url, 2, None)
                 .await
                 .map_err(|e| format!("cannot connect to {}: {e}", redact_url(&url)))?;
-            db::migrate(&pool)
+            db::migrate(&admin)
                 .await
                 .map_err(|e| format!("migration failed: {e}"))?;
+            let timeout = Duration::from_secs(config.db_statement_timeout_secs);
+            let pool = db::connect(&url, config.db_max_connections, Some(timeout))
+                .await
+                .map_err(|e| format!("cannot connect to {}: {e}", redact_url(&url)))?;
             let listen = config.listen;
             tracing::info!(config = ?config, "starting");
             let state = AppState::new(config, pool).await?;
-            mnemo::prepare_embeddings(&state).await?;
+            mnemo::prepare_embeddings(&state, &admin).await?;
+            admin.close().await;
             let indexer = mnemo::start_background_jobs(&state);
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
@@ -153,7 +159,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             config.validate_for_serving()?;
             init_tracing();
             let url = config.database_url.clone().unwrap_or_default();
-            let pool = db::connect(&url, 4)
+            let pool = db::connect(&url, 4, None)
                 .await
                 .map_err(|e| format!("cannot connect to {}: {e}", redact_url(&url)))?;
             db::migrate(&pool)

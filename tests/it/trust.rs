@@ -364,3 +364,35 @@ async fn rate_limits_answer_429_with_headers(pool: PgPool) {
     let bob = app.token("t1", "bob");
     assert_eq!(app.get("/api/me", &bob).send().await.unwrap().status(), 200);
 }
+
+/// A statement running past `MNEMO_DB_STATEMENT_TIMEOUT_SECS` is cancelled by PostgreSQL and
+/// answered as a 503, not left holding its connection.
+#[sqlx::test]
+async fn long_statements_are_cancelled(pool: PgPool) {
+    let options = pool.connect_options();
+    let url = format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or("postgres")
+    );
+    let bounded = mnemo::db::connect(&url, 1, Some(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let err = sqlx::query("SELECT pg_sleep(5)")
+        .execute(&bounded)
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(mnemo::error::is_unavailable(&err), "{err}");
+    let api = mnemo::error::ApiError::from(err);
+    assert_eq!(api.status_code(), 503);
+    // The connection is fine afterwards.
+    let one: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(&bounded)
+        .await
+        .unwrap();
+    assert_eq!(one, 1);
+}
