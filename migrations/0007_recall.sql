@@ -62,6 +62,8 @@ CREATE POLICY indexer_read ON conversation_messages FOR SELECT TO mnemo_indexer 
 ALTER TABLE conversation_messages
     ADD COLUMN tsv tsvector GENERATED ALWAYS AS (mnemo_memory_tsv(text)) STORED;
 CREATE INDEX conversation_messages_tsv ON conversation_messages USING gin (tsv);
+-- Search hits name messages by their seq; this finds them without walking the caller's rows.
+CREATE INDEX conversation_messages_by_seq ON conversation_messages (tenant_id, user_id, seq);
 
 -- Vectors need the pgvector extension, which a deployment may not have: keyword search works
 -- without it. This creates the extension (when available and allowed) and the vector table; it

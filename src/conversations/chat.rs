@@ -27,6 +27,8 @@ pub struct Turn {
     pub duplicates: i64,
     /// The newest time among this turn's messages (replies are stored after it).
     pub latest: Option<DateTime<Utc>>,
+    /// What was recalled into the context for the turn's user message.
+    pub recalled: Vec<crate::recall::RecallHit>,
 }
 
 fn retention(state: &AppState) -> (Option<i32>, Option<DateTime<Utc>>) {
@@ -201,6 +203,7 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
             .map_or(0, |a| i64::try_from(a.new_ids.len()).unwrap_or(i64::MAX)),
         duplicates: archived.as_ref().map_or(0, |a| a.duplicates),
         latest: batch.span().map(|s| s.1),
+        recalled,
     })
 }
 
@@ -430,5 +433,6 @@ pub async fn respond(
         agent_id: turn.agent,
         reply,
         tool_messages: out,
+        recalled: turn.recalled,
     })
 }

@@ -585,6 +585,7 @@ pub async fn chat_context(
         window_messages: turn.window_messages,
         new: turn.new,
         duplicates: turn.duplicates,
+        recalled: turn.recalled,
     }))
 }
 

@@ -166,6 +166,9 @@ pub struct ContextResponse {
     pub new: i64,
     /// New messages that were already stored.
     pub duplicates: i64,
+    /// What was recalled for the turn's user message (also in the `## Recalled memories` system
+    /// message): earlier messages, memories and task history, best first.
+    pub recalled: Vec<crate::recall::RecallHit>,
 }
 
 /// The model's answer to a turn, as stored in the session.
@@ -177,4 +180,6 @@ pub struct ChatResponse {
     pub reply: StoredMessage,
     /// Tool calls and their results during this turn, in order (also stored).
     pub tool_messages: Vec<StoredMessage>,
+    /// What was recalled into the context for the turn's user message.
+    pub recalled: Vec<crate::recall::RecallHit>,
 }

@@ -166,9 +166,10 @@ async fn vector_candidates(
     let dims = vector.values.len();
     // The dimension is the embedder's (see the memory search); it names the HNSW index.
     let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
+    // The filters apply to the joined message directly (not through `msg`), so the plan reads
+    // the caller's vectors once and looks each message up by its key.
     let sql = format!(
-        "WITH {MESSAGES}
-         SELECT m.seq, (1 - {distance})::real AS score
+        "SELECT m.seq, (1 - {distance})::real AS score
          FROM message_vectors v
          JOIN conversation_messages m
            ON m.tenant_id = v.tenant_id AND m.user_id = v.user_id
@@ -176,14 +177,18 @@ async fn vector_candidates(
          WHERE v.tenant_id = current_setting('mnemo.tenant')
            AND v.user_id = current_setting('mnemo.user')
            AND v.model = $2
-           AND m.seq IN (SELECT seq FROM msg)
+           AND ($3::text IS NULL OR v.session_id = $3)
+           AND ($4::text IS NULL OR EXISTS (
+                 SELECT 1 FROM agent_sessions s
+                 WHERE s.tenant_id = m.tenant_id AND s.user_id = m.user_id
+                   AND s.session_id = m.session_id AND s.agent_name = $4))
+           AND ($5::timestamptz IS NULL OR m.sent_at >= $5)
+           AND ($6::timestamptz IS NULL OR m.sent_at < $6)
+           AND ($7::int IS NULL OR m.archived_at >= now() - make_interval(days => $7::int))
            AND ($9::int8[] IS NULL OR m.seq = ANY($9))
          ORDER BY {distance}
          LIMIT $8"
     );
-    sqlx::query("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        .execute(&mut *conn)
-        .await?;
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(pgvector::Vector::from(vector.values.clone()))
         .bind(&vector.model_id);
@@ -245,6 +250,7 @@ pub async fn search_messages(
     let vector = vector.filter(|_| mode.semantic());
     let degraded = mode.semantic() && vector.is_none();
     let keyword_side = mode.keyword() || degraded;
+    crate::search::begin_search(conn).await?;
 
     let keyword = if keyword_side {
         keyword_candidates(conn, &text, &filters).await?

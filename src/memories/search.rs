@@ -183,11 +183,6 @@ async fn vector_candidates(
          SELECT DISTINCT ON (memory_id) memory_id, byte_start, score::real AS score FROM near
          ORDER BY memory_id, score DESC"
     );
-    // Row-level security and the filters drop rows the index returns; iterative scans keep
-    // reading the index until the limit is met instead of returning a short list.
-    sqlx::query("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        .execute(&mut *conn)
-        .await?;
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(pgvector::Vector::from(vector.values.clone()))
         .bind(&vector.model_id);
@@ -236,6 +231,7 @@ pub async fn search_memory(
     let vector = vector.filter(|_| mode.semantic());
     let degraded = mode.semantic() && vector.is_none();
     let keyword_side = mode.keyword() || degraded;
+    crate::search::begin_search(conn).await?;
 
     let mut keyword: Vec<Scored> = Vec::new();
     let mut near: Vec<Scored> = Vec::new();

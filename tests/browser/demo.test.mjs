@@ -117,6 +117,21 @@ test("periodic archives, compiled context, then the unload beacon: still exactly
   assert(again.length === texts.length, "no late duplicates");
 });
 
+test("a new session's page shows what was recalled from an earlier one", async (context) => {
+  const marker = `zq${randomUUID().slice(0, 8)}`;
+  const first = await openDemo(context, `recall-a-${randomUUID()}`, { every: "1000", seconds: "3600" });
+  await say(first, `my cat is called ${marker}`, 1);
+  await first.waitForFunction(() => document.getElementById("context").textContent.includes("cat is called"));
+  await first.close({ runBeforeUnload: true });
+  const second = await openDemo(context, `recall-b-${randomUUID()}`, { every: "1000", seconds: "3600" });
+  await say(second, `what do you know about ${marker}?`, 1);
+  await second.waitForFunction(() => Number(document.getElementById("recalled").dataset.count || 0) > 0);
+  const recalled = await second.textContent("#recalled");
+  assert(recalled.includes(`my cat is called ${marker}`), `recalled: ${recalled}`);
+  assert(recalled.includes("message (session recall-a-"), `recalled names its session: ${recalled}`);
+  await second.close({ runBeforeUnload: true });
+});
+
 test("an unload flush is split into several beacons, each under the chunk size", async (context) => {
   // Chromium allows at most 64 KiB of keepalive (beacon) data in flight per page in total, so the
   // chunk size is lowered here to prove the splitting with several beacons inside that budget.
