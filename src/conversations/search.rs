@@ -7,8 +7,9 @@ use sqlx::PgConnection;
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
+use crate::search::fusion::candidates;
 use crate::search::query::{QUERY_CTE, idf_ranking};
-use crate::search::{Candidate, QueryVector, SearchMode, TextQuery, fuse};
+use crate::search::{QueryVector, SearchMode, TextQuery, fuse};
 
 /// Body of `POST /api/chat/search`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -271,23 +272,9 @@ pub async fn search_messages(
             }
         }
     }
-    let mut candidates: Vec<Candidate<i64>> = keyword
-        .iter()
-        .map(|k| Candidate {
-            id: k.seq,
-            keyword: Some(k.score),
-            similarity: near.iter().find(|n| n.seq == k.seq).map(|n| n.score),
-        })
-        .collect();
-    for n in &near {
-        if !keyword.iter().any(|k| k.seq == n.seq) {
-            candidates.push(Candidate {
-                id: n.seq,
-                keyword: None,
-                similarity: Some(n.score),
-            });
-        }
-    }
+    let pairs =
+        |side: &[Scored]| -> Vec<(i64, f32)> { side.iter().map(|s| (s.seq, s.score)).collect() };
+    let candidates = candidates(&pairs(&keyword), &pairs(&near));
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),

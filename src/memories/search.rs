@@ -9,8 +9,9 @@ use super::model::{NextPage, SearchFilters, SearchHit, SearchRequest, SearchResu
 use super::placeholder;
 use super::store::check_metadata;
 use crate::error::{ApiError, ApiResult};
+use crate::search::fusion::candidates;
 use crate::search::query::{QUERY_CTE, idf_ranking};
-use crate::search::{Candidate, QueryVector, SearchMode, TextQuery, fuse};
+use crate::search::{QueryVector, SearchMode, TextQuery, fuse};
 
 /// Highlight markers of snippets.
 const START_SEL: &str = "**";
@@ -262,26 +263,10 @@ pub async fn search_memory(
         }
     }
 
-    let mut candidates: Vec<Candidate<Uuid>> = Vec::new();
-    for k in &keyword {
-        candidates.push(Candidate {
-            id: k.memory_id,
-            keyword: Some(k.score),
-            similarity: near
-                .iter()
-                .find(|n| n.memory_id == k.memory_id)
-                .map(|n| n.score),
-        });
-    }
-    for n in &near {
-        if !keyword.iter().any(|k| k.memory_id == n.memory_id) {
-            candidates.push(Candidate {
-                id: n.memory_id,
-                keyword: None,
-                similarity: Some(n.score),
-            });
-        }
-    }
+    let pairs = |side: &[Scored]| -> Vec<(Uuid, f32)> {
+        side.iter().map(|s| (s.memory_id, s.score)).collect()
+    };
+    let candidates = candidates(&pairs(&keyword), &pairs(&near));
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),

@@ -73,6 +73,32 @@ pub fn fuse<T: Clone>(candidates: Vec<Candidate<T>>, keyword_weight: f32) -> Vec
     fused
 }
 
+/// The candidates of a search from its two sides, each id once: keyword matches first (with
+/// their similarity when the vector side scored them too), then what only the vector side found.
+pub fn candidates<T: PartialEq + Clone>(
+    keyword: &[(T, f32)],
+    near: &[(T, f32)],
+) -> Vec<Candidate<T>> {
+    let mut out: Vec<Candidate<T>> = keyword
+        .iter()
+        .map(|(id, score)| Candidate {
+            id: id.clone(),
+            keyword: Some(*score),
+            similarity: near.iter().find(|n| n.0 == *id).map(|n| n.1),
+        })
+        .collect();
+    for (id, score) in near {
+        if !keyword.iter().any(|k| k.0 == *id) {
+            out.push(Candidate {
+                id: id.clone(),
+                keyword: None,
+                similarity: Some(*score),
+            });
+        }
+    }
+    out
+}
+
 /// 1-based rank of each candidate by `side` (None where the side has no score).
 fn ranks<T>(
     candidates: &[Candidate<T>],
