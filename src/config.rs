@@ -25,6 +25,18 @@ pub struct Config {
     #[arg(long, env = "MNEMO_DB_MAX_CONNECTIONS", default_value_t = 32)]
     pub db_max_connections: u32,
 
+    /// Open client connections at once; more are closed on arrival.
+    #[arg(long, env = "MNEMO_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+
+    /// Open client connections from one address at once; more are closed on arrival.
+    #[arg(long, env = "MNEMO_MAX_CONNECTIONS_PER_IP", default_value_t = 256)]
+    pub max_connections_per_ip: usize,
+
+    /// Seconds a client has to send a request's head; slower clients are disconnected.
+    #[arg(long, env = "MNEMO_HEADER_READ_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_read_timeout_secs: u64,
+
     /// Seconds a database statement of a request may run before PostgreSQL cancels it (0: no
     /// limit). Schema changes at start are not bounded.
     #[arg(long, env = "MNEMO_DB_STATEMENT_TIMEOUT_SECS", default_value_t = 30)]
@@ -144,6 +156,14 @@ impl Config {
             return Err("MNEMO_DB_MAX_CONNECTIONS must be at least 1".into());
         }
         self.fair_use.validate()?;
+        if self.max_connections == 0 || self.max_connections_per_ip == 0 {
+            return Err(
+                "MNEMO_MAX_CONNECTIONS and MNEMO_MAX_CONNECTIONS_PER_IP must be at least 1".into(),
+            );
+        }
+        if self.header_read_timeout_secs == 0 {
+            return Err("MNEMO_HEADER_READ_TIMEOUT_SECS must be at least 1".into());
+        }
         if !(0.0..=1.0).contains(&self.search_keyword_weight) {
             return Err("MNEMO_SEARCH_KEYWORD_WEIGHT must be between 0 and 1".into());
         }
@@ -198,6 +218,9 @@ impl Config {
             memory_max_bytes: 32 * 1024 * 1024,
             search_keyword_weight: crate::search::fusion::KEYWORD_WEIGHT,
             db_statement_timeout_secs: 30,
+            max_connections: 10_000,
+            max_connections_per_ip: 256,
+            header_read_timeout_secs: 10,
             fair_use: Default::default(),
             llm: Default::default(),
             memories: Default::default(),
@@ -252,6 +275,9 @@ impl fmt::Debug for Config {
             .field("memory_max_bytes", &self.memory_max_bytes)
             .field("search_keyword_weight", &self.search_keyword_weight)
             .field("db_statement_timeout_secs", &self.db_statement_timeout_secs)
+            .field("max_connections", &self.max_connections)
+            .field("max_connections_per_ip", &self.max_connections_per_ip)
+            .field("header_read_timeout_secs", &self.header_read_timeout_secs)
             .field("fair_use", &self.fair_use)
             .field("llm", &self.llm)
             .field("memories", &self.memories)

@@ -1,8 +1,9 @@
 //! Fair use between tenants and users: one tenant's flood must not starve another.
 //!
 //! Two checks run after authentication and before a handler takes a database connection:
-//! - a cap on each tenant's requests in flight (`MNEMO_TENANT_MAX_CONCURRENT`, default half the
-//!   pool), so one tenant can never hold the whole pool; past it the request is 429 at once;
+//! - a cap on each tenant's requests in flight (`MNEMO_TENANT_MAX_CONCURRENT`, default three
+//!   quarters of the pool), so one tenant can never hold the whole pool; a request past it waits
+//!   up to `MNEMO_TENANT_QUEUE_MS` for a slot, then is 429;
 //! - optional token buckets per tenant and per user (`MNEMO_RATE_LIMIT_*`, off by default), with
 //!   the IETF `RateLimit-Policy` / `RateLimit` headers on every answer and `Retry-After` on 429.
 
@@ -26,11 +27,19 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Settings of fair use.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct FairUseConfig {
-    /// Requests of one tenant in flight at once; more are 429. Unset: half the database pool.
+    /// Requests of one tenant in flight at once; more wait, then are 429. Unset: three quarters
+    /// of the database pool.
     #[arg(long = "tenant-max-concurrent", env = "MNEMO_TENANT_MAX_CONCURRENT")]
     pub tenant_max_concurrent: Option<u32>,
+    /// Milliseconds a request over its tenant's cap waits for a slot before it is 429.
+    #[arg(
+        long = "tenant-queue-ms",
+        env = "MNEMO_TENANT_QUEUE_MS",
+        default_value_t = 2000
+    )]
+    pub tenant_queue_ms: u64,
     /// Requests per second one tenant may make (token bucket); 0 or unset: no limit.
     #[arg(
         long = "rate-limit-tenant-per-sec",
@@ -52,6 +61,19 @@ pub struct FairUseConfig {
     /// Requests a user may make at once above its rate; default the rate.
     #[arg(long = "rate-limit-user-burst", env = "MNEMO_RATE_LIMIT_USER_BURST")]
     pub user_burst: Option<u32>,
+}
+
+impl Default for FairUseConfig {
+    fn default() -> Self {
+        FairUseConfig {
+            tenant_max_concurrent: None,
+            tenant_queue_ms: 2000,
+            tenant_per_sec: None,
+            tenant_burst: None,
+            user_per_sec: None,
+            user_burst: None,
+        }
+    }
 }
 
 impl FairUseConfig {
@@ -118,6 +140,7 @@ struct Passed {
 /// The shared state of fair use.
 pub struct FairUse {
     tenant_cap: usize,
+    queue: Duration,
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
     buckets: Vec<(Bucket, bool)>,
 }
@@ -126,7 +149,7 @@ impl FairUse {
     pub fn new(config: &FairUseConfig, pool_size: u32) -> FairUse {
         let cap = config
             .tenant_max_concurrent
-            .unwrap_or((pool_size / 2).max(1));
+            .unwrap_or((pool_size * 3 / 4).max(1));
         let mut buckets = Vec::new();
         if let Some(b) = Bucket::new("tenant", config.tenant_per_sec, config.tenant_burst) {
             buckets.push((b, false));
@@ -136,6 +159,7 @@ impl FairUse {
         }
         FairUse {
             tenant_cap: usize::try_from(cap).unwrap_or(usize::MAX),
+            queue: Duration::from_millis(config.tenant_queue_ms),
             slots: Mutex::new(HashMap::new()),
             buckets,
         }
@@ -222,7 +246,15 @@ pub async fn enforce(State(state): State<AppState>, req: Request, next: Next) ->
         }
     };
     let slot = fair.slot(&principal.tenant_id);
-    let Ok(permit) = slot.try_acquire_owned() else {
+    let permit = match slot.clone().try_acquire_owned() {
+        Ok(permit) => Ok(permit),
+        Err(_) if fair.queue.is_zero() => Err(()),
+        Err(_) => match tokio::time::timeout(fair.queue, slot.acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(()),
+        },
+    };
+    let Ok(permit) = permit else {
         let mut response = ApiError::status(
             StatusCode::TOO_MANY_REQUESTS,
             format!(
@@ -296,6 +328,6 @@ mod tests {
             ..Default::default()
         };
         assert!(burst_alone.validate().is_err());
-        assert_eq!(FairUse::new(&FairUseConfig::default(), 32).tenant_cap, 16);
+        assert_eq!(FairUse::new(&FairUseConfig::default(), 32).tenant_cap, 24);
     }
 }

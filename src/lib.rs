@@ -73,22 +73,164 @@ pub async fn prepare_embeddings(state: &AppState, admin: &sqlx::PgPool) -> Resul
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves; requests in flight then complete.
+/// Connection limits and the header-read timeout come from the configuration.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_router(listener, app(state), shutdown).await
+    let limits = ConnectionLimits::from_config(&state.config);
+    serve_router_with(listener, app(state), limits, shutdown).await
 }
 
-/// Serves any router (normally [`app`]) with graceful shutdown: when `shutdown` resolves the
-/// listener closes, and requests already being handled run to completion before this returns.
+/// What a connection may hold and how long it may take to send its request head.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Open connections at once; a connection past it is closed at once.
+    pub max_connections: usize,
+    /// Open connections from one client address at once.
+    pub max_connections_per_ip: usize,
+    /// Time a client has to send a request's head (request line and headers); a slower client
+    /// is disconnected, so connections trickling headers cannot pile up.
+    pub header_read_timeout: std::time::Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: 10_000,
+            max_connections_per_ip: 256,
+            header_read_timeout: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+impl ConnectionLimits {
+    pub fn from_config(config: &config::Config) -> Self {
+        ConnectionLimits {
+            max_connections: config.max_connections,
+            max_connections_per_ip: config.max_connections_per_ip,
+            header_read_timeout: std::time::Duration::from_secs(config.header_read_timeout_secs),
+        }
+    }
+}
+
+/// Serves any router (normally [`app`]) with the default [`ConnectionLimits`].
 pub async fn serve_router(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_router_with(listener, router, ConnectionLimits::default(), shutdown).await
+}
+
+/// Serves `router` with graceful shutdown: when `shutdown` resolves the listener closes, and
+/// requests already being handled run to completion before this returns. Each connection needs
+/// a slot under `limits` (else it is closed at once) and must send each request head within the
+/// header-read timeout.
+pub async fn serve_router_with(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::service::TowerToHyperService;
+    use tower::ServiceExt;
+
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let per_ip = std::sync::Arc::new(PerIp::new(limits.max_connections_per_ip));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(err) => {
+                    // Out of file descriptors and the like: wait a little instead of spinning.
+                    tracing::warn!(error = %err, "accepting a connection failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, "connection limit reached; closing");
+            continue;
+        };
+        let Some(ip_slot) = PerIp::enter(&per_ip, peer.ip()) else {
+            tracing::debug!(%peer, "per-address connection limit reached; closing");
+            continue;
+        };
+        let service = TowerToHyperService::new(router.clone().map_request(
+            |req: axum::http::Request<hyper::body::Incoming>| req.map(axum::body::Body::new),
+        ));
+        let watcher = graceful.watcher();
+        let header_read_timeout = limits.header_read_timeout;
+        tokio::spawn(async move {
+            let mut builder = Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_read_timeout);
+            builder.http2().timer(TokioTimer::new());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            if let Err(err) = watcher.watch(conn).await {
+                tracing::trace!(error = %err, "connection ended with an error");
+            }
+            drop(slot);
+            drop(ip_slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Open connections per client address.
+struct PerIp {
+    max: usize,
+    open: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+}
+
+/// A connection's place in its address's count, given back when dropped.
+struct IpSlot {
+    table: std::sync::Arc<PerIp>,
+    ip: std::net::IpAddr,
+}
+
+impl PerIp {
+    fn new(max: usize) -> Self {
+        PerIp {
+            max,
+            open: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    fn enter(table: &std::sync::Arc<PerIp>, ip: std::net::IpAddr) -> Option<IpSlot> {
+        let mut open = table.open.lock().unwrap_or_else(|p| p.into_inner());
+        let count = open.entry(ip).or_insert(0);
+        if *count >= table.max {
+            return None;
+        }
+        *count += 1;
+        Some(IpSlot {
+            table: table.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut open = self.table.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
 }

@@ -254,7 +254,11 @@ async fn an_unreachable_database_is_503_with_retry_after(pool: PgPool) {
 /// is served as usual.
 #[sqlx::test]
 async fn one_tenant_cannot_starve_another(pool: PgPool) {
-    let app = TestApp::with_config(pool, |c| c.fair_use.tenant_max_concurrent = Some(2)).await;
+    let app = TestApp::with_config(pool, |c| {
+        c.fair_use.tenant_max_concurrent = Some(2);
+        c.fair_use.tenant_queue_ms = 0;
+    })
+    .await;
     let (release_tx, release_rx) = tokio::sync::watch::channel(false);
     let router = axum::Router::new().route(
         "/api/slow",
@@ -395,4 +399,71 @@ async fn long_statements_are_cancelled(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(one, 1);
+}
+
+/// A client trickling its request head is disconnected after the header-read timeout, and one
+/// address cannot hold more than its share of connections; the server keeps answering others.
+#[sqlx::test]
+async fn slow_and_greedy_connections_are_cut_off(pool: PgPool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::new(pool).await;
+    let router = mnemo::app(app.state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let limits = mnemo::ConnectionLimits {
+        max_connections: 100,
+        max_connections_per_ip: 3,
+        header_read_timeout: Duration::from_millis(500),
+    };
+    let server = tokio::spawn(mnemo::serve_router_with(listener, router, limits, async {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }));
+
+    // A head sent one line at a time, too slowly: cut off.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\n").await.unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let _ = slow.write_all(b"X-Slow: 1\r\n").await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            match slow.read(&mut buf).await {
+                Ok(0) | Err(_) => return true,
+                Ok(_) => {
+                    // hyper may answer 408 before closing; the connection ends either way.
+                }
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.unwrap_or(false),
+        "the trickling connection was closed"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+
+    // Three idle connections from this address take its share; a fourth is closed at once.
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut fourth = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let _ = fourth
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await;
+    let read = tokio::time::timeout(Duration::from_secs(2), fourth.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the fourth connection is closed unanswered: {read:?}"
+    );
+    // Once they go, the address is served again.
+    drop(idle);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let health = reqwest::get(format!("http://{addr}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    server.abort();
 }
