@@ -4,8 +4,9 @@
 //! nearly as much as the first. On conversational questions that loses to fusing the scores
 //! themselves, so a hybrid hit scores `w · keyword / best keyword + (1 − w) · similarity`: the
 //! keyword rank is scaled by the best keyword score of the same search (so it lies in 0..=1 like
-//! cosine similarity), and a candidate missing from one side scores 0 there. The weight was
-//! chosen on the project's retrieval evaluation (`scripts/eval`).
+//! cosine similarity). A candidate the words did not match scores 0 on the keyword side; a keyword
+//! match not embedded yet counts as the average similarity. The weight was chosen on the
+//! project's retrieval evaluation (`scripts/eval`).
 
 /// Default weight of the scaled keyword score in a hybrid score; the similarity has the rest.
 pub const KEYWORD_WEIGHT: f32 = 0.3;
@@ -44,6 +45,15 @@ pub fn fuse<T: Clone>(candidates: Vec<Candidate<T>>, keyword_weight: f32) -> Vec
         .iter()
         .filter_map(|c| c.keyword)
         .fold(0.0f32, f32::max);
+    // A keyword match the indexer has not embedded yet (writes are embedded within seconds)
+    // counts as average on the vector side rather than as dissimilar, so a fresh write is not
+    // buried below older ones while it waits.
+    let present: Vec<f32> = candidates.iter().filter_map(|c| c.similarity).collect();
+    let neutral = if present.is_empty() {
+        0.0
+    } else {
+        present.iter().sum::<f32>() / present.len() as f32
+    };
     let mut fused: Vec<Fused<T>> = candidates
         .into_iter()
         .enumerate()
@@ -52,7 +62,7 @@ pub fn fuse<T: Clone>(candidates: Vec<Candidate<T>>, keyword_weight: f32) -> Vec
                 Some(k) if best_keyword > 0.0 => k / best_keyword,
                 _ => 0.0,
             };
-            let similarity = c.similarity.unwrap_or(0.0);
+            let similarity = c.similarity.unwrap_or(neutral);
             let score = match (any_keyword, any_vector) {
                 (true, true) => keyword_weight * scaled + (1.0 - keyword_weight) * similarity,
                 (true, false) => c.keyword.unwrap_or(0.0),
@@ -163,6 +173,22 @@ mod tests {
         assert_eq!(fused[1].vector_rank, Some(1));
         assert_eq!(fused[2].keyword_rank, Some(1));
         assert_eq!(fused[2].vector_rank, Some(3));
+    }
+
+    #[test]
+    fn a_match_not_embedded_yet_counts_as_average_similarity() {
+        let fused = fuse(
+            vec![
+                c("fresh", Some(1.0), None),
+                c("old", Some(0.9), Some(0.2)),
+                c("near", None, Some(0.6)),
+            ],
+            KEYWORD_WEIGHT,
+        );
+        // fresh: 0.3 + 0.7 × 0.4 (the average) = 0.58; old: 0.27 + 0.14 = 0.41; near: 0.42.
+        assert_eq!(fused[0].id, "fresh");
+        assert!((fused[0].score - 0.58).abs() < 1e-6);
+        assert_eq!(fused[0].similarity, None, "reported as not compared");
     }
 
     #[test]
