@@ -231,7 +231,9 @@ fn init_tracing() {
     let json = std::env::var("MNEMO_LOG_FORMAT").is_ok_and(|v| v == "json");
     // Colours only on a terminal: a log file or collector gets plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     if json {
         builder.json().init();
     } else {
