@@ -108,6 +108,33 @@ pub fn body_limit<S: Clone + Send + Sync + 'static>(
         .layer(axum::Extension(RouteBodyLimit(bytes)))
 }
 
+/// Request headers cross-origin pages may send.
+pub const CORS_ALLOWED_HEADERS: &[&str] = &[
+    "authorization",
+    "content-type",
+    "if-match",
+    "if-none-match",
+    "idempotency-key",
+    "range",
+    "x-request-id",
+];
+
+/// Response headers the API documents, readable by cross-origin pages (paging, conditional
+/// requests and back-off need them).
+pub const CORS_EXPOSED_HEADERS: &[&str] = &[
+    "x-request-id",
+    "etag",
+    "location",
+    "content-range",
+    "accept-ranges",
+    "x-memory-range",
+    "x-memory-lines",
+    "x-memory-next",
+    "retry-after",
+    "ratelimit",
+    "ratelimit-policy",
+];
+
 fn cors(origins: &[String]) -> CorsLayer {
     let layer = CorsLayer::new()
         .allow_methods([
@@ -117,13 +144,18 @@ fn cors(origins: &[String]) -> CorsLayer {
             Method::PATCH,
             Method::DELETE,
         ])
-        .allow_headers([
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-            header::IF_MATCH,
-            REQUEST_ID,
-        ])
-        .expose_headers([REQUEST_ID, header::ETAG]);
+        .allow_headers(
+            CORS_ALLOWED_HEADERS
+                .iter()
+                .map(|h| HeaderName::from_static(h))
+                .collect::<Vec<_>>(),
+        )
+        .expose_headers(
+            CORS_EXPOSED_HEADERS
+                .iter()
+                .map(|h| HeaderName::from_static(h))
+                .collect::<Vec<_>>(),
+        );
     if origins.iter().any(|o| o == "*") {
         layer.allow_origin(Any)
     } else {

@@ -732,6 +732,51 @@ async fn scopes_gate_and_cors_answers_preflight(pool: PgPool) {
         response.headers()["access-control-allow-origin"],
         "https://app.example"
     );
+    // Conditional requests, idempotency keys and ranges may be sent cross-origin.
+    let preflight = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/api/memories/k"))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "GET")
+        .header(
+            "access-control-request-headers",
+            "authorization, if-none-match, idempotency-key, range",
+        )
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(preflight.status(), 200);
+    let allowed = preflight.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for header in ["if-none-match", "if-match", "idempotency-key", "range"] {
+        assert!(allowed.contains(header), "{header} not in {allowed}");
+    }
+    // Paging, back-off and rate-limit headers are readable by the page.
+    let token = app.token("t", "u");
+    let answer = app
+        .get("/api/me", &token)
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .expect("sent");
+    let exposed = answer.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for header in [
+        "x-memory-range",
+        "x-memory-lines",
+        "x-memory-next",
+        "content-range",
+        "retry-after",
+        "ratelimit",
+        "ratelimit-policy",
+        "etag",
+    ] {
+        assert!(exposed.contains(header), "{header} not in {exposed}");
+    }
     let read_only =
         hs256(&json!({"sub": "u", "tenant_id": "t", "exp": now() + 60, "scope": "memory:read"}));
     let principal = app.state.verifier.verify(&read_only).await.expect("valid");
