@@ -1,4 +1,4 @@
-//! Conversation memory: batched archival, sendBeacon uploads, sessions, the short-term window and chat context (issue 5).
+//! Conversation memory: batched archival, sendBeacon uploads, sessions, the short-term window and chat context.
 
 pub mod batch;
 pub mod chat;

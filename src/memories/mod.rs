@@ -1,5 +1,5 @@
 //! Detail memory: large tool outputs stored once, referenced by `[MemoryRef: <key> - <description>]`
-//! placeholders, retrieved in pages, grepped and searched (issue 3).
+//! placeholders, retrieved in pages, grepped and searched.
 //!
 //! Handlers here are thin: parse, open a [`Scoped`] transaction, call [`store`], map the result.
 //! Other domains (the chat endpoint's agent tools) call [`store::store_memory`],

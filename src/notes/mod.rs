@@ -1,5 +1,5 @@
 //! Long-term notes: per-user, per-agent Markdown notes with section edits, optimistic concurrency and
-//! revisions (issue 4).
+//! revisions.
 //!
 //! Handlers here are thin: they check scopes, parse `If-Match`, open a [`Scoped`] transaction and
 //! call [`store`], whose functions are also what the chat endpoint calls as the

@@ -4,7 +4,7 @@
 //! Items keep their explicit status. A still-pending item counts as completed when an update says
 //! it is done ("done", "completed", "finished", ✓) and names it, either by ordinal ("Step 3 done",
 //! "steps 1-3 finished") or, when the update names no ordinal, by at least half of the words of its
-//! title (001's heuristic). Such items are flagged `inferred`, and the answer says so.
+//! title (a word-overlap heuristic). Such items are flagged `inferred`, and the answer says so.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::LazyLock;

@@ -1,10 +1,10 @@
-//! The task state machine: 000's phases, the coarse status they imply, and which timestamps a
+//! The task state machine: the phases, the coarse status they imply, and which timestamps a
 //! change sets. Pure logic; the store applies the [`Change`] it computes.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-/// Fine-grained lifecycle phase (000's `taskStatus`).
+/// Fine-grained lifecycle phase (`taskStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Phase {
@@ -22,7 +22,7 @@ pub enum Phase {
     FailedRecoveryExecution,
 }
 
-/// Coarse status (001's `status`).
+/// Coarse status (`status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
@@ -173,7 +173,7 @@ impl Status {
     }
 }
 
-/// Which of 000's timestamps a change sets (each only when still unset, except `completed`).
+/// Which of the timestamps a change sets (each only when still unset, except `completed`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stamps {
     pub plan_generated: bool,

@@ -1,4 +1,4 @@
-//! Task memory: tasks, plans and replans, step status, execution log, snapshots and "where was I?" (issues 6 and 7).
+//! Task memory: tasks, plans and replans, step status, execution log, snapshots and "where was I?".
 //!
 //! Files: `model.rs` (request and response types), `lifecycle.rs` (the phase/status state machine),
 //! `plan.rs` (plan forms and re-basing), `digest.rs` (the exact "where was I?"), `store.rs` (SQL),
@@ -63,49 +63,49 @@ pub struct TasksConfig {
         default_value_t = 5
     )]
     pub digest_recent: usize,
-    /// Largest artifact, in bytes (issue 7).
+    /// Largest artifact, in bytes.
     #[arg(
         long = "tasks-artifact-max-bytes",
         env = "MNEMO_TASKS_ARTIFACT_MAX_BYTES",
         default_value_t = 64 * 1024 * 1024
     )]
     pub artifact_max_bytes: usize,
-    /// Largest import archive, in bytes, compressed and unpacked (issue 7).
+    /// Largest import archive, in bytes, compressed and unpacked.
     #[arg(
         long = "tasks-import-max-bytes",
         env = "MNEMO_TASKS_IMPORT_MAX_BYTES",
         default_value_t = 256 * 1024 * 1024
     )]
     pub import_max_bytes: usize,
-    /// Most members an import archive may have (issue 7).
+    /// Most members an import archive may have.
     #[arg(
         long = "tasks-import-max-members",
         env = "MNEMO_TASKS_IMPORT_MAX_MEMBERS",
         default_value_t = 10_000
     )]
     pub import_max_members: usize,
-    /// Most parts one step may have (issue 7).
+    /// Most parts one step may have.
     #[arg(
         long = "tasks-step-max-parts",
         env = "MNEMO_TASKS_STEP_MAX_PARTS",
         default_value_t = 200
     )]
     pub step_max_parts: usize,
-    /// An active task with no update for this many seconds is paused (issue 7).
+    /// An active task with no update for this many seconds is paused.
     #[arg(
         long = "tasks-pause-after-secs",
         env = "MNEMO_TASKS_PAUSE_AFTER_SECS",
         default_value_t = 24 * 3600
     )]
     pub pause_after_secs: u64,
-    /// A completed task this many seconds after completion is archived (issue 7).
+    /// A completed task this many seconds after completion is archived.
     #[arg(
         long = "tasks-archive-after-secs",
         env = "MNEMO_TASKS_ARCHIVE_AFTER_SECS",
         default_value_t = 7 * 24 * 3600
     )]
     pub archive_after_secs: u64,
-    /// Seconds between lifecycle sweeps (0: no sweeper in this process) (issue 7).
+    /// Seconds between lifecycle sweeps (0: no sweeper in this process).
     #[arg(
         long = "tasks-sweep-interval-secs",
         env = "MNEMO_TASKS_SWEEP_INTERVAL_SECS",
@@ -279,7 +279,7 @@ async fn note_change(
     }
 }
 
-/// Registers a task (001's `task_register`).
+/// Registers a task (the `task_register` tool).
 ///
 /// With a plan, version 1 is stored and the task starts in `PLANNING_COMPLETED` with
 /// `plan_generated_at` set; without one it starts in `RECEIVED`. Status is `active`.
@@ -399,7 +399,7 @@ pub async fn get_task(
 /// Changes phase and/or status, final answer, error summary, name or metadata.
 ///
 /// Phase and status follow the state machine: an illegal move is 409 listing the allowed ones
-/// (`allowed`). A phase change sets 000's timestamps and the coarse status; `status: completed` or
+/// (`allowed`). A phase change sets the timestamps and the coarse status; `status: completed` or
 /// `failed` moves the phase to `COMPLETED_SUCCESS` or the matching failure. Metadata is merged key
 /// by key; a `null` value removes a key.
 #[utoipa::path(patch, path = "/api/tasks/{id}", tag = "tasks",
@@ -467,7 +467,7 @@ pub async fn patch_task(
     Ok(axum::Json(detail))
 }
 
-/// 001's `task_update`: append a progress message, apply a status, and/or ask a question.
+/// The `task_update` tool: append a progress message, apply a status, and/or ask a question.
 ///
 /// In that order, so a question sees the message it came with. A status follows the state machine
 /// (409 otherwise); failing a task without an error summary records one from the failing step and
@@ -981,7 +981,7 @@ pub async fn list_action_logs(
     Ok(axum::Json(ActionLogPage { items, next_cursor }))
 }
 
-/// Appends a batch of execution-log events (000's shape) in one transaction, in the order given.
+/// Appends a batch of execution-log events (the task_memory_bank log shape) in one transaction, in the order given.
 ///
 /// Sequence numbers are per task, gap-free, and follow commit order even under concurrent appends.
 #[utoipa::path(post, path = "/api/tasks/{id}/events", tag = "tasks",
@@ -1152,7 +1152,7 @@ pub async fn list_messages(
     Ok(axum::Json(MessagePage { items, next_cursor }))
 }
 
-/// Stores a context snapshot (000's `contextHistory`).
+/// Stores a context snapshot (the `contextHistory`).
 #[utoipa::path(post, path = "/api/tasks/{id}/snapshots", tag = "tasks",
     params(("id" = Uuid, Path, description = "Task id")),
     request_body = NewSnapshot,

@@ -50,11 +50,11 @@ text_enum!(
     MsgType { Text => "text", Lifecycle => "lifecycle", Progress => "progress", Wait => "wait", Stuck => "stuck", Plan => "plan" }
 );
 text_enum!(
-    /// Status of an execution-log event (000).
+    /// Status of an execution-log event.
     EventStatus { Completed => "COMPLETED", Failed => "FAILED", Skipped => "SKIPPED", SystemAction => "SYSTEM_ACTION", SystemError => "SYSTEM_ERROR" }
 );
 
-/// 000's error summary of a failed task.
+/// The error summary of a failed task.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorSummary {
@@ -67,7 +67,7 @@ pub struct ErrorSummary {
     pub error_message: Option<String>,
 }
 
-/// 000's timestamps.
+/// The timestamps of a task's phases.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Timestamps {
     pub created_at: DateTime<Utc>,
@@ -180,7 +180,7 @@ pub struct TaskDetail {
 #[serde(deny_unknown_fields)]
 pub struct RegisterTask {
     pub name: String,
-    /// A list of step titles, or 000's stages `[{stage, steps: [{stepDescription, toolName,
+    /// A list of step titles, or stage objects `[{stage, steps: [{stepDescription, toolName,
     /// sub_task_input, narrative_step}]}]`.
     #[serde(default)]
     pub plan: Option<Value>,
@@ -190,7 +190,7 @@ pub struct RegisterTask {
     pub original_user_task: Option<String>,
 }
 
-/// `task_update` as 001 uses it: any of a progress message, a status, a question.
+/// `task_update` as agents use it: any of a progress message, a status, a question.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTask {
@@ -335,7 +335,7 @@ pub struct ActionLogPage {
     pub next_cursor: Option<String>,
 }
 
-/// 000's `error_info`.
+/// The `error_info` of an execution-log event.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorInfo {
@@ -344,7 +344,7 @@ pub struct ErrorInfo {
     pub details: Option<Value>,
 }
 
-/// An execution-log event in 000's shape.
+/// An execution-log event in the task_memory_bank log shape.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewEvent {
@@ -482,7 +482,7 @@ pub struct MessagePage {
     pub next_cursor: Option<String>,
 }
 
-/// A context snapshot (000's `contextHistory`).
+/// A context snapshot (an entry of `contextHistory`).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewSnapshot {

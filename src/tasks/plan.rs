@@ -29,7 +29,7 @@ fn err(path: String, detail: impl Into<String>) -> PlanError {
 
 /// Parses a plan given under `root` (the JSON path used in errors, e.g. `plan`).
 ///
-/// Accepted: a list of step titles (`["Build image", "Push"]`), or 000's stages
+/// Accepted: a list of step titles (`["Build image", "Push"]`), or the stages
 /// (`[{stage, steps: [{stepDescription, toolName, sub_task_input?, narrative_step?}]}]`). Elements
 /// of the first kind may also be objects `{title}` or step objects, so a list can mix both.
 pub fn parse(plan: &Value, root: &str, max_steps: usize) -> Result<Vec<Step>, PlanError> {
@@ -110,7 +110,7 @@ fn optional_string(
     }
 }
 
-/// A step object: 000's `{stepDescription, toolName, sub_task_input, narrative_step}`, or
+/// A step object: the `{stepDescription, toolName, sub_task_input, narrative_step}`, or
 /// `{title, tool?, input?, narrative?}`.
 fn parse_step(step: &Value, path: &str, stage: Option<i32>) -> Result<Step, PlanError> {
     let Value::Object(map) = step else {

@@ -1,4 +1,4 @@
-//! Prompts for the optional model (001's two tiers): the running summary, and the answer to a
+//! Prompts for the optional model (two tiers): the running summary, and the answer to a
 //! question grounded on that summary plus the messages since it. Pure text building, no I/O.
 
 use super::digest::{self, Digest, Message};

@@ -1,4 +1,4 @@
-//! The running summary (001's tier 1): refreshed in the background once enough messages arrived
+//! The running summary (the first tier): refreshed in the background once enough messages arrived
 //! since the last one, never on the write path. Without a model it is the digest's own summary.
 
 use std::collections::HashSet;
@@ -137,7 +137,7 @@ pub async fn refresh(state: &AppState, principal: &Principal, task_id: Uuid) -> 
     Ok(stored)
 }
 
-/// The model's answer to `query`, grounded on the running summary (001's tier 2): the summary as
+/// The model's answer to `query`, grounded on the running summary (the second tier): the summary as
 /// stored, the messages since it, and the exact digest.
 pub async fn ask_model(
     llm: &LlmClient,

@@ -29,7 +29,7 @@ fn ordinals(items: &Value) -> Vec<i64> {
         .collect()
 }
 
-/// 001's story: after context compaction the agent asks where it was and gets an exact answer.
+/// the story: after context compaction the agent asks where it was and gets an exact answer.
 #[sqlx::test]
 async fn story_from_001_where_was_i(pool: PgPool) {
     let app = TestApp::new(pool).await;
@@ -172,7 +172,7 @@ async fn replan_keeps_versions_and_rebases_item_status(pool: PgPool) {
     );
     assert!(task["timestamps"]["execution_started_at"].is_string());
 
-    // Mid-way the agent replans in 000's stage form.
+    // Mid-way the agent replans in the stage form.
     let plan = expect(
         app.put(&format!("/api/tasks/{id}/plan"), &token).json(&json!({
             "reason": "the service moved to Kubernetes",
@@ -404,7 +404,7 @@ async fn failed_task_carries_its_error_summary(pool: PgPool) {
     let app = TestApp::new(pool).await;
     let token = app.token("acme", "agent");
 
-    // Explicitly, in 000's shape.
+    // Explicitly, in the shape.
     let id = id_of(&register(&app, &token, json!({"name": "Deploy", "plan": DEPLOY_PLAN})).await);
     expect(
         app.patch(&format!("/api/tasks/{id}"), &token)

@@ -1,4 +1,4 @@
-//! Task workspace (issue 7): steps with parts, the configuration snapshot, artifacts with Range
+//! Task workspace: steps with parts, the configuration snapshot, artifacts with Range
 //! reads, search, waits, the lifecycle sweeper with an injected clock, export and import.
 
 use std::collections::BTreeMap;
@@ -1186,7 +1186,7 @@ async fn hostile_archives_are_refused_and_write_nothing(pool: PgPool) {
     .unwrap();
     assert_eq!(rows, 0);
 
-    // The bare layout of another tool (000's metadata.json only) imports.
+    // The bare layout of another tool (the metadata.json only) imports.
     let plain = expect(
         app.post("/api/tasks/import", &token)
             .header("content-type", "application/gzip")

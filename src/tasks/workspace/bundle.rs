@@ -1,20 +1,20 @@
 //! A task's workspace as files: the in-memory form of the `task_memory_bank/<task_id>/` layout
-//! (000) with 002's `team.json`, `history.jsonl` and `artifacts/`. [`super::export`] renders a
+//! with the `team.json`, `history.jsonl` and `artifacts/`. [`super::export`] renders a
 //! [`Bundle`] to files and a `.tar.gz`; [`super::import`] reads them back.
 //!
 //! Files, relative to the task directory:
-//! - `metadata.json`: 000's camelCase schema (`"version": "1.0"`), plus a `mnemo` object holding
-//!   what 000 has no place for (name, coarse status, metadata, running summary, plan state).
+//! - `metadata.json`: the camelCase schema (`"version": "1.0"`), plus a `mnemo` object holding
+//!   what that schema has no place for (name, coarse status, metadata, running summary, plan state).
 //! - `plan.json`, `plan_v2.json`, ...: each plan version as it was sent.
-//! - `execution.log.jsonl`: 000's execution-log events, one per line.
-//! - `messages.jsonl`: the task's messages (001), one per line.
-//! - `actions.jsonl`: actions under plan items (001) with their logs, when there are any.
-//! - `waits.jsonl`: smart-wait jobs (001), when there are any.
+//! - `execution.log.jsonl`: the execution-log events, one per line.
+//! - `messages.jsonl`: the task's messages, one per line.
+//! - `actions.jsonl`: actions under plan items with their logs, when there are any.
+//! - `waits.jsonl`: smart-wait jobs, when there are any.
 //! - `final_answer.md`: when there is one.
 //! - `context_history/NN_<label>.txt`: each snapshot's text; `context_history/index.json` keeps
 //!   its label, flag and time.
 //! - `team.json`: the configuration snapshot, when stored.
-//! - `history.jsonl`: the steps (002), one per line.
+//! - `history.jsonl`: the steps, one per line.
 //! - `artifacts/<artifact_id>.<ext>` and `artifacts/index.json` (name, type, size, sha256).
 
 use std::collections::BTreeMap;
@@ -28,7 +28,7 @@ use super::parts::Part;
 
 /// Top-level directory of every archive.
 pub const ROOT: &str = "task_memory_bank";
-/// `metadata.json` schema version (000).
+/// `metadata.json` schema version.
 pub const SCHEMA_VERSION: &str = "1.0";
 
 pub const METADATA: &str = "metadata.json";
@@ -50,7 +50,7 @@ pub struct Bundle {
     pub metadata: Metadata,
     /// Plan versions, oldest first (version 1 is `plan.json`).
     pub plans: Vec<PlanFile>,
-    /// 000's execution-log events, in order (objects).
+    /// the execution-log events, in order (objects).
     pub events: Vec<Value>,
     /// The task's messages, in order (objects).
     pub messages: Vec<Value>,
@@ -67,14 +67,14 @@ pub struct Bundle {
     pub artifacts: Vec<ArtifactFile>,
 }
 
-/// 000's `metadata.json`.
+/// the `metadata.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
     pub parent_task_id: String,
     #[serde(default)]
     pub original_user_task: Option<String>,
-    /// 000's status: the fine-grained phase (`RECEIVED`, ..., `COMPLETED_SUCCESS`).
+    /// the status: the fine-grained phase (`RECEIVED`, ..., `COMPLETED_SUCCESS`).
     pub task_status: String,
     #[serde(default)]
     pub final_answer_file: Option<String>,
@@ -87,7 +87,7 @@ pub struct Metadata {
     pub mnemo: Option<MnemoFields>,
 }
 
-/// 000's timestamps.
+/// the timestamps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Timestamps {
@@ -103,7 +103,7 @@ pub struct Timestamps {
     pub last_updated_at: DateTime<Utc>,
 }
 
-/// What mnemo keeps beyond 000's schema.
+/// What mnemo keeps beyond the schema.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MnemoFields {
@@ -153,7 +153,7 @@ pub struct SnapshotIndexEntry {
     pub timestamp: DateTime<Utc>,
 }
 
-/// One line of `history.jsonl`: a TaskStep (002).
+/// One line of `history.jsonl`: a TaskStep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepRecord {
@@ -185,7 +185,7 @@ pub struct ArtifactIndexEntry {
     pub created_at: DateTime<Utc>,
 }
 
-/// The file name of plan version `version` (000: `plan.json`, then `plan_v2.json`, ...).
+/// The file name of plan version `version` (`plan.json`, then `plan_v2.json`, ...).
 pub fn plan_file_name(version: i32) -> String {
     if version <= 1 {
         "plan.json".to_string()
@@ -237,7 +237,7 @@ pub fn snapshot_file_name(index: usize, label: &str) -> String {
     format!("{CONTEXT_DIR}/{index:02}_{}.txt", label_slug(label))
 }
 
-/// The extension an artifact file gets from its type (002: `.bin` unless it is text).
+/// The extension an artifact file gets from its type (`.bin` unless it is text).
 pub fn artifact_extension(mime_type: &str) -> &'static str {
     let essence = mime_type
         .split(';')

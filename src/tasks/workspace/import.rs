@@ -428,7 +428,7 @@ fn parse_artifacts(
         }
         return Ok(artifacts);
     }
-    // 002's bare layout: `artifacts/<artifact_id>.<ext>` with no index.
+    // the bare layout: `artifacts/<artifact_id>.<ext>` with no index.
     let prefix = format!("{ARTIFACT_DIR}/");
     for (file, bytes) in files.range(prefix.clone()..) {
         let Some(name) = file.strip_prefix(&prefix) else {

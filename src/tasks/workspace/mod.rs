@@ -1,5 +1,5 @@
-//! The task workspace (issue 7): structured steps with parts, artifacts, history search, waits,
-//! the lifecycle sweeper, and export/import in 000's `task_memory_bank/<task_id>/` layout.
+//! The task workspace: structured steps with parts, artifacts, history search, waits,
+//! the lifecycle sweeper, and export/import in the `task_memory_bank/<task_id>/` layout.
 //!
 //! Files: `parts.rs` (the TaskStep part model and its checks), `range.rs` (HTTP byte ranges),
 //! `waits.rs` (wait transitions, the resolution message, task metadata), `sweeper.rs` (the
@@ -160,7 +160,7 @@ fn same_step(existing: &Step, agent_name: &str, new_parts: &[Part]) -> bool {
             })
 }
 
-/// Appends a step (002's TaskStep) to the task's history.
+/// Appends a step (the TaskStep) to the task's history.
 ///
 /// Parts are `type`-tagged: `text`, `tool_call`, `tool_result` (must answer a `tool_call` of this
 /// task, in this step or an earlier one, else 422), `artifact` (must name an artifact of this
@@ -230,7 +230,7 @@ pub async fn append_step(
     Ok((StatusCode::CREATED, axum::Json(step)))
 }
 
-/// The task's steps in order, a page at a time, or the last `recent` steps (002's "recent N
+/// The task's steps in order, a page at a time, or the last `recent` steps (the "recent N
 /// steps" context compilation).
 #[utoipa::path(get, path = "/api/tasks/{id}/steps", tag = "tasks",
     params(("id" = Uuid, Path, description = "Task id"), StepQuery),
@@ -287,7 +287,7 @@ pub async fn list_steps(
 // ---------------------------------------------------------------------------------------------
 // Configuration snapshot
 
-/// Stores the task's configuration snapshot (002's `team.json`), once.
+/// Stores the task's configuration snapshot (the `team.json`), once.
 ///
 /// 201 the first time; the same snapshot again is 200; a different one is 409.
 #[utoipa::path(put, path = "/api/tasks/{id}/config", tag = "tasks",
@@ -542,7 +542,7 @@ fn header_value(text: &str) -> ApiResult<HeaderValue> {
     HeaderValue::from_str(text).map_err(|e| ApiError::Internal(anyhow::anyhow!("header: {e}")))
 }
 
-/// Reads an artifact (002's `artifact_read`).
+/// Reads an artifact (the `artifact_read`).
 ///
 /// Answers with its `Content-Type`, an `ETag` (its sha256) and `Accept-Ranges: bytes`. A single
 /// `Range: bytes=...` (from-to, from-, or -suffix) is answered 206 with `Content-Range`; a range
@@ -752,7 +752,7 @@ async fn run_search(
     })
 }
 
-/// Full-text search over one task's history (002's `memory_search`): messages, execution-log
+/// Full-text search over one task's history (the `memory_search`): messages, execution-log
 /// events, step text, tool results and context snapshots, best first, each hit saying where it
 /// sits (source, seq, step id and part index, tool call id, snapshot label).
 #[utoipa::path(post, path = "/api/tasks/{id}/search", tag = "tasks",
@@ -800,7 +800,7 @@ pub async fn search_all(
 // ---------------------------------------------------------------------------------------------
 // Waits
 
-/// Records a smart-wait job linked to the task (001), status `watching`; the task metadata's
+/// Records a smart-wait job linked to the task, status `watching`; the task metadata's
 /// `active_wait_ids`, `last_wait_state` and `last_wait_event_at` follow.
 #[utoipa::path(post, path = "/api/tasks/{id}/waits", tag = "tasks",
     params(("id" = Uuid, Path, description = "Task id")),
@@ -966,7 +966,7 @@ pub async fn resolve_wait(
 // ---------------------------------------------------------------------------------------------
 // Export and import
 
-/// The task as a `.tar.gz` in the `task_memory_bank/<task_id>/` layout: `metadata.json` (000's
+/// The task as a `.tar.gz` in the `task_memory_bank/<task_id>/` layout: `metadata.json` (the
 /// schema, version 1.0), `plan.json` and `plan_vN.json`, `execution.log.jsonl`, `messages.jsonl`,
 /// `final_answer.md`, `context_history/NN_<label>.txt` (+ `index.json`), `team.json`,
 /// `history.jsonl` (the steps), `artifacts/` (+ `index.json`). The same task always gives the

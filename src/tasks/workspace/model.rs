@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::parts::Part;
 use super::waits::WaitStatus;
 
-/// A step to append (002's TaskStep).
+/// A step to append (a TaskStep).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewStep {
@@ -39,7 +39,7 @@ pub struct StepQuery {
     /// Page size (1-500, default 50).
     pub limit: Option<i64>,
     pub cursor: Option<String>,
-    /// The last N steps in order (002's "recent N steps"; 1-500). Excludes `cursor`.
+    /// The last N steps in order (1-500). Excludes `cursor`.
     pub recent: Option<i64>,
 }
 
@@ -163,7 +163,7 @@ pub struct SearchPage {
     pub next_cursor: Option<String>,
 }
 
-/// A smart-wait job to record (001).
+/// A smart-wait job to record.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewWait {

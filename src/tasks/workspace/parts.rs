@@ -1,4 +1,4 @@
-//! The TaskStep part model (002): a step is one turn of an agent, made of `type`-tagged parts, and
+//! The TaskStep part model: a step is one turn of an agent, made of `type`-tagged parts, and
 //! the checks a step passes before it is stored. Pure: the references a step makes to earlier tool
 //! calls and to artifacts are returned for the caller to look up.
 
@@ -83,7 +83,7 @@ pub fn artifact_uri(task_id: Uuid, artifact_id: Uuid) -> String {
     format!("mnemo://tasks/{task_id}/artifacts/{artifact_id}")
 }
 
-/// A fresh step id in 002's form (`step_<32 hex>`).
+/// A fresh step id in the TaskStep form (`step_<32 hex>`).
 pub fn new_step_id() -> String {
     format!("step_{}", Uuid::now_v7().simple())
 }

@@ -1,4 +1,4 @@
-//! The lifecycle decision (001): an active task with no update for a while is paused; a completed
+//! The lifecycle decision: an active task with no update for a while is paused; a completed
 //! task older than a while is archived (hidden from default listings, still readable). Time comes
 //! from an injected [`Clock`], so tests move it forward instead of sleeping.
 

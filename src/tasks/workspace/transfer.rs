@@ -19,7 +19,7 @@ use crate::tasks::lifecycle::{Phase, Status};
 use crate::tasks::model::{ActionStatus, ActionType, EventStatus, MsgType, Role};
 use crate::tasks::{plan, store as tasks};
 
-/// One line of `execution.log.jsonl` (000's shape).
+/// One line of `execution.log.jsonl` (the shape).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct EventLine {
     timestamp: DateTime<Utc>,
@@ -463,7 +463,7 @@ pub async fn store(
         ));
     }
 
-    // Events and messages: 000's shapes, statuses and roles as the task API knows them.
+    // Events and messages: the shapes, statuses and roles as the task API knows them.
     let mut events = Vec::with_capacity(bundle.events.len());
     for (n, v) in bundle.events.iter().enumerate() {
         let line: EventLine = serde_json::from_value(v.clone()).map_err(|e| {

@@ -1,7 +1,7 @@
-//! Smart-wait jobs linked to a task (001): a wait starts `watching` and ends once, as `resolved`,
+//! Smart-wait jobs linked to a task: a wait starts `watching` and ends once, as `resolved`,
 //! `timeout`, `cancelled` or `error`. Its end posts `[Wait resolved] <criteria> → <result>` to the
 //! task's messages, and the task metadata keeps `active_wait_ids`, `last_wait_state` and
-//! `last_wait_event_at` (epoch seconds, as 001 stores them).
+//! `last_wait_event_at` (epoch seconds, as the task metadata stores them).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -71,7 +71,7 @@ pub fn transition(from: WaitStatus, to: WaitStatus) -> ApiResult<()> {
     Ok(())
 }
 
-/// The message a wait's end posts to its task (001's format). Without a result message the final
+/// The message a wait's end posts to its task (`[Wait resolved] …` style). Without a result message the final
 /// status stands in for it.
 pub fn resolution_message(
     criteria: &str,
@@ -85,7 +85,7 @@ pub fn resolution_message(
     format!("[Wait resolved] {criteria} → {result}")
 }
 
-/// Seconds since the epoch with millisecond precision, as 001 keeps `last_wait_event_at`.
+/// Seconds since the epoch with millisecond precision, as the task metadata keeps `last_wait_event_at`.
 fn epoch_seconds(at: DateTime<Utc>) -> f64 {
     at.timestamp_millis() as f64 / 1000.0
 }
