@@ -35,7 +35,7 @@ const MAX_BACKOFF_SECS: i64 = 600;
 /// Counters the indexer keeps for `/metrics`.
 #[derive(Debug, Default)]
 pub struct IndexerStats {
-    /// Rows waiting in the outbox, as last seen.
+    /// Rows waiting in the outbox, as `/metrics` last counted them.
     pub backlog: AtomicU64,
     /// Chunks embedded and stored.
     pub embedded: AtomicU64,
@@ -512,7 +512,8 @@ async fn embed_all(embedder: &Embedder, texts: &[String]) -> Result<Vec<Vec<f32>
 }
 
 /// Runs passes until `cancel` fires: back to back while there is work, every [`IDLE_POLL`] when
-/// idle, backing off after a failure. Refreshes the backlog gauge as it goes.
+/// idle, backing off after a failure. (`/metrics` counts the backlog itself when scraped, so
+/// the loop does not count it on every pass.)
 pub async fn run(
     pool: PgPool,
     embedder: Embedder,
@@ -521,9 +522,6 @@ pub async fn run(
 ) {
     let mut failures = 0u32;
     loop {
-        if let Ok(n) = backlog(&pool).await {
-            stats.backlog.store(n, Ordering::Relaxed);
-        }
         let wait = match run_once(&pool, &embedder, &stats).await {
             Pass::Done { .. } => {
                 failures = 0;
