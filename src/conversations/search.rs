@@ -1,6 +1,8 @@
 //! Search over archived conversation messages, across the caller's sessions: by words, by
 //! meaning, or both, with the same ranking as every other search.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
@@ -9,7 +11,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{QUERY_CTE, idf_ranking};
-use crate::search::{QueryVector, SearchMode, TextQuery, fuse};
+use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
 /// Body of `POST /api/chat/search`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -193,12 +195,16 @@ async fn vector_candidates(
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(pgvector::Vector::from(vector.values.clone()))
         .bind(&vector.model_id);
+    // A message has a vector of its own and one with its context: it keeps the closer.
     let mut rows = bind_filters(query, filters)
-        .bind(CANDIDATES)
+        .bind(CANDIDATES * 2)
         .bind(only)
         .fetch_all(&mut *conn)
         .await?;
     rows.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let mut seen = HashSet::new();
+    rows.retain(|r| seen.insert(r.seq));
+    rows.truncate(CANDIDATES as usize);
     Ok(rows)
 }
 
@@ -237,6 +243,41 @@ pub fn filters(
         },
         limit,
     ))
+}
+
+/// The message just before and just after each of `seqs` in its session (user and assistant
+/// messages, by time), for [`lift_by_neighbours`].
+async fn neighbours(
+    conn: &mut PgConnection,
+    seqs: &[i64],
+) -> ApiResult<HashMap<i64, [Option<i64>; 2]>> {
+    if seqs.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+        "SELECT m.seq,
+                (SELECT p.seq FROM conversation_messages p
+                 WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
+                   AND p.session_id = m.session_id AND p.sender IN ('user', 'ai')
+                   AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
+                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1),
+                (SELECT n.seq FROM conversation_messages n
+                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
+                   AND n.session_id = m.session_id AND n.sender IN ('user', 'ai')
+                   AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
+                 ORDER BY n.sent_at, n.seq LIMIT 1)
+         FROM conversation_messages m
+         WHERE m.tenant_id = current_setting('mnemo.tenant')
+           AND m.user_id = current_setting('mnemo.user')
+           AND m.seq = ANY($1)",
+    )
+    .bind(seqs)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(seq, prev, next)| (seq, [prev, next]))
+        .collect())
 }
 
 /// Ranked search over the caller's archived messages; see [`crate::search`] for the modes.
@@ -278,6 +319,13 @@ pub async fn search_messages(
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
+    );
+    let seqs: Vec<i64> = ranked.iter().map(|r| r.id).collect();
+    let neighbours = neighbours(conn, &seqs).await?;
+    lift_by_neighbours(
+        &mut ranked,
+        &neighbours,
+        crate::search::fusion::NEIGHBOUR_WEIGHT,
     );
     let has_more = ranked.len() > limit as usize;
     ranked.truncate(limit as usize);

@@ -1,6 +1,8 @@
 //! Search over memory summaries and content chunks: keyword, semantic or both. [`search_memory`] is the agent tool
 //! `search_memory`.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -11,7 +13,7 @@ use super::store::check_metadata;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{QUERY_CTE, idf_ranking};
-use crate::search::{QueryVector, SearchMode, TextQuery, fuse};
+use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
 /// Highlight markers of snippets.
 const START_SEL: &str = "**";
@@ -203,6 +205,43 @@ async fn vector_candidates(
 /// `ts_rank_cd` over summaries and content chunks; `semantic` ranks chunks by cosine similarity
 /// to `vector`; `hybrid` fuses both (see [`crate::search::fusion`]). A content hit names the
 /// chunk's line and byte range and the first line in it holding a matched word.
+/// The memory written just before and just after each of `ids` in the same agent and thread
+/// (by creation time), for [`lift_by_neighbours`]. Two index probes per memory.
+async fn neighbours(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> ApiResult<HashMap<Uuid, [Option<Uuid>; 2]>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(Uuid, Option<Uuid>, Option<Uuid>)> = sqlx::query_as(
+        "SELECT m.id,
+                (SELECT p.id FROM agent_memories p
+                 WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
+                   AND coalesce(p.agent_id, '') = coalesce(m.agent_id, '')
+                   AND coalesce(p.thread_id, '') = coalesce(m.thread_id, '')
+                   AND (p.created_at, p.id) < (m.created_at, m.id)
+                 ORDER BY p.created_at DESC, p.id DESC LIMIT 1),
+                (SELECT n.id FROM agent_memories n
+                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
+                   AND coalesce(n.agent_id, '') = coalesce(m.agent_id, '')
+                   AND coalesce(n.thread_id, '') = coalesce(m.thread_id, '')
+                   AND (n.created_at, n.id) > (m.created_at, m.id)
+                 ORDER BY n.created_at, n.id LIMIT 1)
+         FROM agent_memories m
+         WHERE m.tenant_id = current_setting('mnemo.tenant')
+           AND m.user_id = current_setting('mnemo.user')
+           AND m.id = ANY($1)",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, prev, next)| (id, [prev, next]))
+        .collect())
+}
+
 pub async fn search_memory(
     conn: &mut PgConnection,
     request: &SearchRequest,
@@ -270,6 +309,13 @@ pub async fn search_memory(
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
+    );
+    let ids: Vec<Uuid> = ranked.iter().map(|r| r.id).collect();
+    let neighbours = neighbours(conn, &ids).await?;
+    lift_by_neighbours(
+        &mut ranked,
+        &neighbours,
+        crate::search::fusion::NEIGHBOUR_WEIGHT,
     );
     let has_more = ranked.len() > limit as usize;
     ranked.truncate(limit as usize);

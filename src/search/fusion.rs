@@ -11,6 +11,9 @@
 /// Default weight of the scaled keyword score in a hybrid score; the similarity has the rest.
 pub const KEYWORD_WEIGHT: f32 = 0.3;
 
+/// Share of its best neighbour's score that a hit gains (see [`lift_by_neighbours`]).
+pub const NEIGHBOUR_WEIGHT: f32 = 0.2;
+
 /// One object found by either side of a search.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate<T> {
@@ -81,6 +84,40 @@ pub fn fuse<T: Clone>(candidates: Vec<Candidate<T>>, keyword_weight: f32) -> Vec
     // Stable: equal scores keep the order the sides produced.
     fused.sort_by(|a, b| b.score.total_cmp(&a.score));
     fused
+}
+
+/// Lifts each hit by `weight` × the best score among its neighbours that are hits of the same
+/// search, then ranks again. Neighbours are the objects written just before and after it in
+/// the same stream (the previous and next memory of an agent's thread, message of a session).
+///
+/// In a conversation the answer to a question is often split over turns: "What did you make?"
+/// then "A bowl that leans to one side." A turn whose neighbour also matches is more likely the
+/// one asked about than an isolated match of the same score. Only neighbours that are candidates
+/// count, so the lift never reaches past what the search itself found, and every filter holds.
+/// Scores are lifted from the unlifted ones, so the order of lifting does not matter.
+pub fn lift_by_neighbours<T: Clone + Eq + std::hash::Hash>(
+    fused: &mut [Fused<T>],
+    neighbours: &std::collections::HashMap<T, [Option<T>; 2]>,
+    weight: f32,
+) {
+    if weight <= 0.0 || neighbours.is_empty() {
+        return;
+    }
+    let score: std::collections::HashMap<T, f32> =
+        fused.iter().map(|f| (f.id.clone(), f.score)).collect();
+    for hit in fused.iter_mut() {
+        let best = neighbours
+            .get(&hit.id)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|n| score.get(n).copied())
+            .fold(None, |acc: Option<f32>, s| Some(acc.map_or(s, |a| a.max(s))));
+        if let Some(best) = best.filter(|b| *b > 0.0) {
+            hit.score += weight * best;
+        }
+    }
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
 }
 
 /// The candidates of a search from its two sides, each id once: keyword matches first (with
@@ -189,6 +226,38 @@ mod tests {
         assert_eq!(fused[0].id, "fresh");
         assert!((fused[0].score - 0.58).abs() < 1e-6);
         assert_eq!(fused[0].similarity, None, "reported as not compared");
+    }
+
+    #[test]
+    fn a_hit_whose_neighbour_matched_rises_above_an_isolated_one() {
+        let mut fused = fuse(
+            vec![
+                c("isolated", Some(0.95), None),
+                c("answer", Some(0.9), None),
+                c("question", Some(0.5), None),
+                c("unrelated", Some(0.1), None),
+            ],
+            KEYWORD_WEIGHT,
+        );
+        let neighbours: std::collections::HashMap<String, [Option<String>; 2]> = [
+            ("answer".to_string(), [Some("question".to_string()), None]),
+            // Its neighbour is not a hit: no lift.
+            ("isolated".to_string(), [Some("elsewhere".to_string()), None]),
+            ("question".to_string(), [None, Some("answer".to_string())]),
+        ]
+        .into_iter()
+        .collect();
+        lift_by_neighbours(&mut fused, &neighbours, NEIGHBOUR_WEIGHT);
+        let ids: Vec<&str> = fused.iter().map(|f| f.id.as_str()).collect();
+        // answer: 0.9 + 0.2 × 0.5 = 1.0; question: 0.5 + 0.2 × 0.9 = 0.68.
+        assert_eq!(ids, vec!["answer", "isolated", "question", "unrelated"]);
+        assert!((fused[0].score - 1.0).abs() < 1e-6);
+        assert!((fused[2].score - 0.68).abs() < 1e-6);
+        assert_eq!(fused[1].score, 0.95, "a neighbour that is no hit lifts nothing");
+        // Lifted from the unlifted scores: weight 0 changes nothing.
+        let before = fused.clone();
+        lift_by_neighbours(&mut fused, &neighbours, 0.0);
+        assert_eq!(fused, before);
     }
 
     #[test]

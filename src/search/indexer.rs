@@ -27,6 +27,9 @@ pub const MAX_CHUNKS_PER_MEMORY: i64 = 64;
 const MAX_TEXTS_PER_PASS: usize = 256;
 /// Characters of a chunk handed to the embedder; the model reads at most 256 tokens anyway.
 const MAX_CHARS: usize = 2000;
+/// Characters of the preceding text embedded with a chunk or message as its context: about the
+/// length of a conversational turn, short enough to leave the model room for the text itself.
+const CONTEXT_CHARS: i32 = 300;
 /// How often an idle indexer looks for work.
 const IDLE_POLL: Duration = Duration::from_millis(500);
 /// Longest wait before a failed row is tried again.
@@ -86,10 +89,13 @@ struct Text {
     session_id: Option<String>,
     message_id: Option<String>,
     content: String,
+    /// The end of the text written just before it in the same stream (the previous chunk, the
+    /// memory before it in its agent's thread, the message before it in its session), if any.
+    context: Option<String>,
 }
 
-/// A text and its vector.
-type Embedded<'a> = (&'a Text, Vec<f32>);
+/// A text, whether its context was embedded with it, and the vector.
+type Embedded<'a> = (&'a Text, bool, Vec<f32>);
 
 /// What one pass did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -298,7 +304,32 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
     let texts = sqlx::query_as::<_, Text>(
         "SELECT DISTINCT c.tenant_id, c.user_id, c.memory_id, c.byte_start,
                 NULL::text AS session_id, NULL::text AS message_id,
-                left(c.content, $4) AS content
+                left(c.content, $4) AS content,
+                CASE WHEN c.byte_start > 0 THEN (
+                    SELECT right(p.content, $10) FROM agent_memory_chunks p
+                    WHERE p.tenant_id = c.tenant_id AND p.user_id = c.user_id
+                      AND p.memory_id = c.memory_id AND p.byte_start < c.byte_start
+                    ORDER BY p.byte_start DESC LIMIT 1
+                ) ELSE (
+                    SELECT right(pc.content, $10)
+                    FROM agent_memories me
+                    JOIN LATERAL (
+                        SELECT pm.id FROM agent_memories pm
+                        WHERE pm.tenant_id = me.tenant_id AND pm.user_id = me.user_id
+                          AND coalesce(pm.agent_id, '') = coalesce(me.agent_id, '')
+                          AND coalesce(pm.thread_id, '') = coalesce(me.thread_id, '')
+                          AND (pm.created_at, pm.id) < (me.created_at, me.id)
+                        ORDER BY pm.created_at DESC, pm.id DESC LIMIT 1
+                    ) prev ON true
+                    JOIN LATERAL (
+                        SELECT p.content FROM agent_memory_chunks p
+                        WHERE p.tenant_id = me.tenant_id AND p.user_id = me.user_id
+                          AND p.memory_id = prev.id
+                        ORDER BY p.byte_start DESC LIMIT 1
+                    ) pc ON true
+                    WHERE me.tenant_id = c.tenant_id AND me.user_id = c.user_id
+                      AND me.id = c.memory_id
+                ) END AS context
          FROM unnest($1::text[], $2::text[], $3::uuid[]) AS o(tenant_id, user_id, memory_id)
          JOIN LATERAL (
              SELECT * FROM agent_memory_chunks c
@@ -309,7 +340,12 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
          ) c ON true
          UNION ALL
          SELECT DISTINCT m.tenant_id, m.user_id, NULL::uuid, NULL::int8, m.session_id,
-                m.message_id, left(m.text, $4)
+                m.message_id, left(m.text, $4),
+                (SELECT right(p.text, $10) FROM conversation_messages p
+                 WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
+                   AND p.session_id = m.session_id AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
+                   AND p.sender IN ('user', 'ai') AND p.text <> ''
+                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1)
          FROM unnest($6::text[], $7::text[], $8::text[], $9::text[])
                   AS o(tenant_id, user_id, session_id, message_id)
          JOIN conversation_messages m
@@ -325,6 +361,7 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
     .bind(&s_users)
     .bind(&s_sessions)
     .bind(&s_messages)
+    .bind(CONTEXT_CHARS)
     .fetch_all(&mut *tx)
     .await
     .map_err(|e| e.to_string())?;
@@ -358,7 +395,18 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
         .filter(|c| c.memory_id.is_some())
         .map(|c| c.user_id.as_str())
         .collect();
-    let contents: Vec<String> = texts.iter().map(|t| t.content.clone()).collect();
+    // Each text alone, and (when something precedes it) with its context: a search keeps the
+    // closer of the two.
+    let mut inputs: Vec<(usize, bool)> = Vec::with_capacity(texts.len() * 2);
+    let mut contents: Vec<String> = Vec::with_capacity(texts.len() * 2);
+    for (i, t) in texts.iter().enumerate() {
+        inputs.push((i, false));
+        contents.push(t.content.clone());
+        if let Some(context) = t.context.as_deref().filter(|c| !c.trim().is_empty()) {
+            inputs.push((i, true));
+            contents.push(format!("{context}\n{}", t.content));
+        }
+    }
     let vectors = match embed_all(embedder, &contents).await {
         Ok(vectors) => vectors,
         Err(err) => {
@@ -427,52 +475,59 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
     .execute(&mut *tx)
     .await
     .map_err(|e| e.to_string())?;
-    let (chunks, notes): (Vec<Embedded>, Vec<Embedded>) = texts
+    let (chunks, notes): (Vec<Embedded>, Vec<Embedded>) = inputs
         .iter()
         .zip(vectors)
-        .partition(|(t, _)| t.memory_id.is_some());
+        .map(|(&(i, with_context), v)| (&texts[i], with_context, v))
+        .partition(|(t, _, _)| t.memory_id.is_some());
     if !chunks.is_empty() {
         sqlx::query(
-            "INSERT INTO memory_vectors (tenant_id, user_id, memory_id, byte_start, model, embedding)
-             SELECT u.tenant_id, u.user_id, u.memory_id, u.byte_start, $6, u.embedding
-             FROM unnest($1::text[], $2::text[], $3::uuid[], $4::int8[], $5::vector[])
-                  AS u(tenant_id, user_id, memory_id, byte_start, embedding)
+            "INSERT INTO memory_vectors
+                 (tenant_id, user_id, memory_id, byte_start, model, with_context, embedding)
+             SELECT u.tenant_id, u.user_id, u.memory_id, u.byte_start, $6, u.with_context,
+                    u.embedding
+             FROM unnest($1::text[], $2::text[], $3::uuid[], $4::int8[], $5::vector[], $7::bool[])
+                  AS u(tenant_id, user_id, memory_id, byte_start, embedding, with_context)
              ON CONFLICT DO NOTHING",
         )
-        .bind(chunks.iter().map(|(t, _)| t.tenant_id.as_str()).collect::<Vec<_>>())
-        .bind(chunks.iter().map(|(t, _)| t.user_id.as_str()).collect::<Vec<_>>())
-        .bind(chunks.iter().filter_map(|(t, _)| t.memory_id).collect::<Vec<_>>())
-        .bind(chunks.iter().map(|(t, _)| t.byte_start.unwrap_or(0)).collect::<Vec<_>>())
+        .bind(chunks.iter().map(|(t, _, _)| t.tenant_id.as_str()).collect::<Vec<_>>())
+        .bind(chunks.iter().map(|(t, _, _)| t.user_id.as_str()).collect::<Vec<_>>())
+        .bind(chunks.iter().filter_map(|(t, _, _)| t.memory_id).collect::<Vec<_>>())
+        .bind(chunks.iter().map(|(t, _, _)| t.byte_start.unwrap_or(0)).collect::<Vec<_>>())
         .bind(
             chunks
                 .iter()
-                .map(|(_, v)| pgvector::Vector::from(v.clone()))
+                .map(|(_, _, v)| pgvector::Vector::from(v.clone()))
                 .collect::<Vec<_>>(),
         )
         .bind(model)
+        .bind(chunks.iter().map(|(_, c, _)| *c).collect::<Vec<_>>())
         .execute(&mut *tx)
         .await
         .map_err(|e| e.to_string())?;
     }
     if !notes.is_empty() {
         sqlx::query(
-            "INSERT INTO message_vectors (tenant_id, user_id, session_id, message_id, model, embedding)
-             SELECT u.tenant_id, u.user_id, u.session_id, u.message_id, $6, u.embedding
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::vector[])
-                  AS u(tenant_id, user_id, session_id, message_id, embedding)
+            "INSERT INTO message_vectors
+                 (tenant_id, user_id, session_id, message_id, model, with_context, embedding)
+             SELECT u.tenant_id, u.user_id, u.session_id, u.message_id, $6, u.with_context,
+                    u.embedding
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::vector[], $7::bool[])
+                  AS u(tenant_id, user_id, session_id, message_id, embedding, with_context)
              ON CONFLICT DO NOTHING",
         )
-        .bind(notes.iter().map(|(t, _)| t.tenant_id.as_str()).collect::<Vec<_>>())
-        .bind(notes.iter().map(|(t, _)| t.user_id.as_str()).collect::<Vec<_>>())
-        .bind(notes.iter().filter_map(|(t, _)| t.session_id.as_deref()).collect::<Vec<_>>())
-        .bind(notes.iter().filter_map(|(t, _)| t.message_id.as_deref()).collect::<Vec<_>>())
+        .bind(notes.iter().map(|(t, _, _)| t.tenant_id.as_str()).collect::<Vec<_>>())
+        .bind(notes.iter().map(|(t, _, _)| t.user_id.as_str()).collect::<Vec<_>>())
+        .bind(notes.iter().filter_map(|(t, _, _)| t.session_id.as_deref()).collect::<Vec<_>>())
+        .bind(notes.iter().filter_map(|(t, _, _)| t.message_id.as_deref()).collect::<Vec<_>>())
         .bind(
             notes
                 .iter()
-                .map(|(_, v)| pgvector::Vector::from(v.clone()))
+                .map(|(_, _, v)| pgvector::Vector::from(v.clone()))
                 .collect::<Vec<_>>(),
         )
         .bind(model)
+        .bind(notes.iter().map(|(_, c, _)| *c).collect::<Vec<_>>())
         .execute(&mut *tx)
         .await
         .map_err(|e| e.to_string())?;

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 
-pub use fusion::{Candidate, Fused, fuse};
+pub use fusion::{Candidate, Fused, fuse, lift_by_neighbours};
 pub use query::TextQuery;
 
 /// How a search ranks.

@@ -260,11 +260,60 @@ async fn semantic_and_hybrid_rank_by_meaning(pool: PgPool) {
     )
     .await;
     assert_eq!(keys(&found), vec!["t4"]);
-    let vectors: i64 = sqlx::query_scalar("SELECT count(*) FROM memory_vectors")
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
-    assert_eq!(vectors, 5, "one vector per chunk, the old ones gone");
+    let (alone, with_context): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE NOT with_context), count(*) FILTER (WHERE with_context)
+         FROM memory_vectors",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(alone, 5, "one vector per chunk, the old ones gone");
+    // The first memory has nothing before it; each later one is embedded with its predecessor too.
+    assert_eq!(with_context, 4, "one vector with context per chunk that has a predecessor");
+    let context: String = sqlx::query_scalar(
+        "SELECT count(*)::text FROM memory_vectors v JOIN agent_memories m ON m.id = v.memory_id
+         WHERE v.with_context AND m.memory_key = 't1'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(context, "0");
+}
+
+/// A turn whose neighbour in the same thread also matches outranks an isolated match of equal
+/// words: the reply to a question is found through the question.
+#[sqlx::test]
+async fn a_reply_is_lifted_by_the_turn_before_it(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("acme", "alice");
+    for (key, thread, content) in [
+        ("q", "chat", "Tom: What did you make in your pottery class?"),
+        ("a", "chat", "Maya: A crooked bowl, glazed green."),
+        ("other", "market", "Maya: A green bowl from the flea market."),
+    ] {
+        expect(
+            app.put(&format!("/api/memories/{key}"), &token)
+                .json(&json!({"content": content, "thread_id": thread})),
+            201,
+        )
+        .await;
+    }
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "green bowl from pottery", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    let order = keys(&found);
+    let at = |key: &str| order.iter().position(|k| k == key).unwrap();
+    assert!(at("a") < at("other"), "{found}");
+    let hits = found["hits"].as_array().unwrap();
+    let score = |key: &str| {
+        hits.iter().find(|h| h["memory_key"] == key).unwrap()["score"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(score("a") > score("other"), "{found}");
 }
 
 /// The nearest vectors may belong to someone else; they never surface.
