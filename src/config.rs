@@ -101,6 +101,11 @@ pub struct Config {
     #[arg(long, env = "MNEMO_SEARCH_KEYWORD_WEIGHT", default_value_t = crate::search::fusion::KEYWORD_WEIGHT)]
     pub search_keyword_weight: f32,
 
+    /// Hours the first successful response to a request with an `Idempotency-Key` is kept for
+    /// replays; a key older than this is free again.
+    #[arg(long, env = "MNEMO_IDEMPOTENCY_TTL_HOURS", default_value_t = 24)]
+    pub idempotency_ttl_hours: u32,
+
     #[command(flatten)]
     pub fair_use: crate::fair_use::FairUseConfig,
     #[command(flatten)]
@@ -170,6 +175,12 @@ impl Config {
         if self.memory_max_bytes == 0 {
             return Err("MNEMO_MEMORY_MAX_BYTES must be at least 1".into());
         }
+        if !(1..=crate::idempotency::MAX_TTL_HOURS).contains(&self.idempotency_ttl_hours) {
+            return Err(format!(
+                "MNEMO_IDEMPOTENCY_TTL_HOURS must be between 1 and {}",
+                crate::idempotency::MAX_TTL_HOURS
+            ));
+        }
         self.llm.validate()?;
         self.memories.validate()?;
         self.notes.validate()?;
@@ -221,6 +232,7 @@ impl Config {
             max_connections: 10_000,
             max_connections_per_ip: 256,
             header_read_timeout_secs: 10,
+            idempotency_ttl_hours: 24,
             fair_use: Default::default(),
             llm: Default::default(),
             memories: Default::default(),
@@ -278,6 +290,7 @@ impl fmt::Debug for Config {
             .field("max_connections", &self.max_connections)
             .field("max_connections_per_ip", &self.max_connections_per_ip)
             .field("header_read_timeout_secs", &self.header_read_timeout_secs)
+            .field("idempotency_ttl_hours", &self.idempotency_ttl_hours)
             .field("fair_use", &self.fair_use)
             .field("llm", &self.llm)
             .field("memories", &self.memories)
@@ -339,6 +352,17 @@ mod tests {
         let config = Config::for_secret(None, "short");
         let err = config.validate().unwrap_err();
         assert_eq!(err, "MNEMO_JWT_SECRET is 5 bytes; HS256 needs at least 32");
+    }
+
+    #[test]
+    fn idempotency_ttl_is_bounded_and_named() {
+        let mut config = Config::for_secret(None, "0123456789abcdef0123456789abcdef");
+        assert!(config.validate().is_ok());
+        for bad in [0, crate::idempotency::MAX_TTL_HOURS + 1] {
+            config.idempotency_ttl_hours = bad;
+            let err = config.validate().unwrap_err();
+            assert!(err.starts_with("MNEMO_IDEMPOTENCY_TTL_HOURS"), "{err}");
+        }
     }
 
     #[test]

@@ -118,6 +118,11 @@ impl Scoped {
         self.tx.commit().await
     }
 
+    /// Rolls back and waits for it, so transaction-level locks are released before this returns.
+    pub async fn rollback(self) -> Result<(), sqlx::Error> {
+        self.tx.rollback().await
+    }
+
     /// Ends a transaction that only read, without waiting for the database: the rollback is
     /// queued on the connection and travels with the pool's check when the connection is
     /// returned, which the pool does anyway. Saves a round trip on the request's path. Never use

@@ -2,7 +2,8 @@
 //!
 //! Layer order, outermost first: request id (generated when absent, echoed back), tracing span named
 //! by the route template, metrics, CORS, problem+json rendering, timeout (408), bearer auth (deny by
-//! default; [`PUBLIC_ROUTES`] is the allowlist), default body limit.
+//! default; [`PUBLIC_ROUTES`] is the allowlist), fair use, the body digest of requests carrying an
+//! `Idempotency-Key` ([`crate::idempotency`]), default body limit.
 
 use std::time::Instant;
 
@@ -42,13 +43,15 @@ pub const PUBLIC_ROUTES: &[&str] = &[
 
 /// Every documented route, with its OpenAPI description. Domain routers merge here.
 pub fn api() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let mut router = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(crate::platform::router())
         .merge(crate::memories::router())
         .merge(crate::notes::router())
         .merge(crate::conversations::router())
         .merge(crate::tasks::router())
-        .merge(crate::recall::router())
+        .merge(crate::recall::router());
+    crate::idempotency::document(router.get_openapi_mut());
+    router
 }
 
 /// The complete application: API routes, Swagger UI at `/docs`, the spec at `/openapi.json`.
@@ -92,6 +95,7 @@ pub fn layered(router: Router<AppState>, state: AppState) -> Router {
                     state.clone(),
                     crate::fair_use::enforce,
                 ))
+                .layer(middleware::from_fn(crate::idempotency::digest_body))
                 .layer(DefaultBodyLimit::max(body_limit))
                 .layer(axum::Extension(RouteBodyLimit(body_limit))),
         )
@@ -133,6 +137,7 @@ pub const CORS_EXPOSED_HEADERS: &[&str] = &[
     "retry-after",
     "ratelimit",
     "ratelimit-policy",
+    "idempotent-replayed",
 ];
 
 fn cors(origins: &[String]) -> CorsLayer {

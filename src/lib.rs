@@ -12,6 +12,7 @@ pub mod error;
 pub mod extract;
 pub mod fair_use;
 pub mod http;
+pub mod idempotency;
 pub mod llm;
 pub mod memories;
 pub mod metrics;
@@ -30,14 +31,16 @@ pub use http::app;
 pub use state::AppState;
 
 /// Starts the jobs that run beside the server: the conversation retention sweeper (when
-/// `MNEMO_HISTORY_RETENTION_DAYS` is set) and the task lifecycle sweeper (pause idle tasks,
-/// archive old completed ones; off when its interval is 0), each under a PostgreSQL advisory lock
+/// `MNEMO_HISTORY_RETENTION_DAYS` is set), the task lifecycle sweeper (pause idle tasks,
+/// archive old completed ones; off when its interval is 0) and the sweep of expired idempotency
+/// keys, each under a PostgreSQL advisory lock
 /// so that one replica runs it at a time, and with an embedder the indexer (replicas share its
 /// work). The returned token stops the indexer. `mnemo serve` calls this; tests
 /// drive the sweeps directly with their own clock.
 pub fn start_background_jobs(state: &AppState) -> tokio_util::sync::CancellationToken {
     conversations::sweeper::spawn(state.pool.clone(), &state.config.conversations);
     tasks::workspace::sweep_job::spawn(state);
+    idempotency::spawn(state.pool.clone());
     let cancel = tokio_util::sync::CancellationToken::new();
     if let Some(embedder) = state.embedder.clone() {
         tokio::spawn(search::indexer::run(

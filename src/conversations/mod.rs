@@ -31,6 +31,7 @@ use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Query, parse_json};
+use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
 
 /// Largest beacon body: browsers refuse `sendBeacon` payloads much past 64 KiB.
@@ -236,7 +237,8 @@ async fn archive(
     session_id: Option<&str>,
     agent_id: Option<&str>,
     messages: Option<&[model::IncomingMessage]>,
-) -> ApiResult<ArchiveResponse> {
+    idem: &Idempotency,
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     let session_id = batch::check_id("session_id", session_id)?;
     let agent = batch::agent(agent_id)?;
@@ -255,7 +257,10 @@ async fn archive(
         .window_cache
         .get(&principal.tenant_id, &principal.user_id, &session_id)
         .map(|(v, m)| (Some(v), m));
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = match idem.begin(&state.pool, principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let archived = store::archive(
         &mut tx,
         &session_id,
@@ -264,14 +269,15 @@ async fn archive(
         state.embedder.is_some(),
     )
     .await?;
-    tx.commit().await?;
-    chat::remember_archive(state, principal, &session_id, before, &batch, &archived);
-    Ok(ArchiveResponse {
-        session_id,
+    let answer = ArchiveResponse {
+        session_id: session_id.clone(),
         batch_id: archived.batch_id,
         new: i64::try_from(archived.new_ids.len()).unwrap_or(i64::MAX),
         duplicates: archived.duplicates,
-    })
+    };
+    let response = idem.commit(tx, axum::Json(answer)).await?;
+    chat::remember_archive(state, principal, &session_id, before, &batch, &archived);
+    Ok(response)
 }
 
 /// Archive a batch of chat messages.
@@ -282,6 +288,7 @@ async fn archive(
 /// `recent_conversation_history`. A bad message refuses the whole batch (422 naming
 /// `messages_batch[i].field`); nothing of it is stored.
 #[utoipa::path(post, path = "/api/chat/session/archive_messages", tag = "conversations",
+    params(Idempotency),
     request_body = ArchiveRequest,
     responses(
         (status = 200, description = "Stored; counts of new and duplicate messages", body = ArchiveResponse),
@@ -297,17 +304,18 @@ async fn archive(
 pub async fn archive_messages(
     State(state): State<AppState>,
     principal: Principal,
+    idem: Idempotency,
     LimitedJson(req): LimitedJson<ArchiveRequest>,
-) -> ApiResult<axum::Json<ArchiveResponse>> {
+) -> ApiResult<Response> {
     archive(
         &state,
         &principal,
         req.session_id.as_deref(),
         req.agent_id.as_deref(),
         req.messages_batch.as_deref(),
+        &idem,
     )
     .await
-    .map(axum::Json)
 }
 
 /// Archive a batch sent with `navigator.sendBeacon()` (page unload).
@@ -359,6 +367,7 @@ pub async fn archive_beacon(State(state): State<AppState>, req: Request) -> ApiR
         req.session_id.as_deref(),
         req.agent_id.as_deref(),
         req.messages_batch.as_deref(),
+        &Idempotency::none(),
     )
     .await?;
     Ok(StatusCode::NO_CONTENT)

@@ -31,6 +31,7 @@ use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult, Problem};
 use crate::extract::{Json, Query, parse_json, too_large};
+use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
 use model::{
     CaptureInput, CaptureResult, DeleteQuery, GrepQuery, GrepResult, ListQuery, MemoryInput,
@@ -178,6 +179,7 @@ fn new_memory(input: MemoryInput) -> NewMemory {
 /// Returns the placeholder to keep in the agent's context. A `key` that exists is 409 (PUT
 /// replaces). Content is at most `MNEMO_MEMORY_MAX_BYTES` (413 naming the limit); empty is 422.
 #[utoipa::path(post, path = "/api/memories", tag = "memories",
+    params(Idempotency),
     request_body = MemoryInput,
     responses(
         (status = 201, description = "Stored", body = StoredMemory),
@@ -194,15 +196,19 @@ fn new_memory(input: MemoryInput) -> NewMemory {
 pub async fn create_memory(
     State(state): State<AppState>,
     principal: Principal,
+    idem: Idempotency,
     UploadJson(input): UploadJson<MemoryInput>,
-) -> ApiResult<(StatusCode, axum::Json<StoredMemory>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     let limits = Limits::of(&state);
     let prepared = store::prepare(new_memory(input), &limits).await?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let stored = store::create(&mut tx, &prepared).await?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(stored)))
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(stored)))
+        .await
 }
 
 /// Store a memory under `key`, idempotently.
@@ -468,6 +474,7 @@ pub async fn delete_memory(
 /// into the metadata) and `context` is a line holding its placeholder, with a deterministic
 /// summary (first meaningful line, size, lines, error and warning lines). No model is called.
 #[utoipa::path(post, path = "/api/memories/capture", tag = "memories",
+    params(Idempotency),
     request_body = CaptureInput,
     responses(
         (status = 200, description = "Under the threshold: returned inline, nothing stored", body = CaptureResult),
@@ -484,19 +491,29 @@ pub async fn delete_memory(
 pub async fn capture(
     State(state): State<AppState>,
     principal: Principal,
+    idem: Idempotency,
     UploadJson(input): UploadJson<CaptureInput>,
-) -> ApiResult<(StatusCode, axum::Json<CaptureResult>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     let limits = Limits::of(&state);
     let prepared = store::prepare_capture(input, &limits).await?;
-    if !prepared.needs_store() {
+    // Without a key, an output returned inline needs no transaction. With one, it is recorded
+    // like any other answer, so the key cannot be reused for another output.
+    if !prepared.needs_store() && !idem.is_active() {
         let result = store::finish_capture(None, prepared).await?;
-        return Ok((StatusCode::OK, axum::Json(result)));
+        return Ok((StatusCode::OK, axum::Json(result)).into_response());
     }
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
-    let result = store::finish_capture(Some(&mut tx), prepared).await?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(result)))
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
+    let (status, result) = if prepared.needs_store() {
+        let result = store::finish_capture(Some(&mut tx), prepared).await?;
+        (StatusCode::CREATED, result)
+    } else {
+        (StatusCode::OK, store::finish_capture(None, prepared).await?)
+    };
+    idem.commit(tx, (status, axum::Json(result))).await
 }
 
 #[cfg(test)]

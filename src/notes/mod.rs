@@ -21,6 +21,7 @@ use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Query};
+use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
 use model::{
     Notes, NotesOperationRequest, NotesOperationResponse, Operation, PutNotes, Revision,
@@ -121,13 +122,14 @@ fn with_etag<T: serde::Serialize>(version: i64, body: T) -> Response {
     ([(header::ETAG, etag(version))], axum::Json(body)).into_response()
 }
 
-/// Runs one operation in its own scoped transaction.
+/// Runs one operation in its own scoped transaction, honouring `idem`.
 async fn run(
     state: &AppState,
     principal: &Principal,
     agent_name: &str,
     request: NotesOperationRequest,
     headers: &HeaderMap,
+    idem: &Idempotency,
 ) -> ApiResult<Response> {
     let scope = if request.operation == Operation::Read {
         Scope::Read
@@ -141,11 +143,13 @@ async fn run(
     } else {
         if_match(headers)?
     };
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = match idem.begin(&state.pool, principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let response =
         store::run_operation(&mut tx, agent_name, request, expected, &state.config.notes).await?;
-    tx.commit().await?;
-    Ok(with_etag(response.version, response))
+    idem.commit(tx, with_etag(response.version, response)).await
 }
 
 /// Read the notes of one agent.
@@ -239,7 +243,15 @@ pub async fn put_notes(
         content: Some(body.notes),
         ..Default::default()
     };
-    run(&state, &principal, &agent_name, request, &headers).await
+    run(
+        &state,
+        &principal,
+        &agent_name,
+        request,
+        &headers,
+        &Idempotency::none(),
+    )
+    .await
 }
 
 /// Clear the notes (the REST form of `delete_all_notes`).
@@ -270,7 +282,15 @@ pub async fn delete_notes(
         operation: Operation::DeleteAllNotes,
         ..Default::default()
     };
-    run(&state, &principal, &agent_name, request, &headers).await
+    run(
+        &state,
+        &principal,
+        &agent_name,
+        request,
+        &headers,
+        &Idempotency::none(),
+    )
+    .await
 }
 
 /// Run one `manage_long_term_memory` operation (the agent tool).
@@ -306,6 +326,7 @@ pub async fn delete_notes(
     params(
         ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
         ("If-Match" = Option<String>, Header, description = "For writes: the version the change is based on (the ETag); 412 when stale. Ignored by `read`."),
+        Idempotency,
     ),
     request_body = NotesOperationRequest,
     responses(
@@ -328,9 +349,10 @@ pub async fn notes_operation(
     principal: Principal,
     Path(agent_name): Path<String>,
     headers: HeaderMap,
+    idem: Idempotency,
     Json(request): Json<NotesOperationRequest>,
 ) -> ApiResult<Response> {
-    run(&state, &principal, &agent_name, request, &headers).await
+    run(&state, &principal, &agent_name, request, &headers, &idem).await
 }
 
 /// List the kept revisions, newest first.
@@ -420,6 +442,7 @@ pub async fn get_revision(
         ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
         ("version" = i64, Path, description = "The version to restore"),
         ("If-Match" = Option<String>, Header, description = "The current version (the ETag); 412 when stale"),
+        Idempotency,
     ),
     responses(
         (status = 200, description = "Restored; the new version", body = NotesOperationResponse,
@@ -437,16 +460,19 @@ pub async fn restore_revision(
     principal: Principal,
     Path((agent_name, version)): Path<(String, i64)>,
     headers: HeaderMap,
+    idem: Idempotency,
 ) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     operations::validate_agent_name(&agent_name)?;
     let expected = if_match(&headers)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let response =
         store::restore_revision(&mut tx, &agent_name, version, expected, &state.config.notes)
             .await?;
-    tx.commit().await?;
-    Ok(with_etag(response.version, response))
+    idem.commit(tx, with_etag(response.version, response)).await
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod workspace;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use clap::Args;
 use serde_json::{Map, Value, json};
 use utoipa_axum::router::OpenApiRouter;
@@ -26,6 +27,7 @@ use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Query};
+use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
 use lifecycle::{Change, Illegal, Phase, Stamps, Status};
 use model::*;
@@ -284,6 +286,7 @@ async fn note_change(
 /// With a plan, version 1 is stored and the task starts in `PLANNING_COMPLETED` with
 /// `plan_generated_at` set; without one it starts in `RECEIVED`. Status is `active`.
 #[utoipa::path(post, path = "/api/tasks", tag = "tasks",
+    params(Idempotency),
     request_body = RegisterTask,
     responses(
         (status = 201, description = "The new task", body = TaskDetail),
@@ -297,8 +300,9 @@ async fn note_change(
 pub async fn register_task(
     State(state): State<AppState>,
     principal: Principal,
+    idem: Idempotency,
     Json(body): Json<RegisterTask>,
-) -> ApiResult<(StatusCode, axum::Json<TaskDetail>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     let name = required_text("name", &body.name, 1000)?;
     let steps = body
@@ -309,7 +313,10 @@ pub async fn register_task(
         .map_err(plan_error)?;
     let metadata = Value::Object(body.metadata.clone().unwrap_or_default());
     let id = Uuid::now_v7();
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let mut row = store::insert_task(
         &mut tx,
         id,
@@ -334,8 +341,8 @@ pub async fn register_task(
         row = store::save_task(&mut tx, id, &write).await?;
     }
     let detail = detail(&mut tx, &row).await?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(detail)))
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(detail)))
+        .await
 }
 
 /// Lists the caller's tasks, newest first, filtered by status and phase.
@@ -471,9 +478,10 @@ pub async fn patch_task(
 ///
 /// In that order, so a question sees the message it came with. A status follows the state machine
 /// (409 otherwise); failing a task without an error summary records one from the failing step and
-/// the message. The running summary is refreshed in the background every few messages.
+/// the message. The running summary is refreshed in the background every few messages. With an
+/// `Idempotency-Key` the answer to a query is part of the stored response.
 #[utoipa::path(post, path = "/api/tasks/{id}/update", tag = "tasks",
-    params(("id" = Uuid, Path, description = "Task id")),
+    params(("id" = Uuid, Path, description = "Task id"), Idempotency),
     request_body = UpdateTask,
     responses(
         (status = 200, description = "What was done, and the answer when a query was asked", body = UpdateResult),
@@ -489,8 +497,9 @@ pub async fn update_task(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<Uuid>,
+    idem: Idempotency,
     Json(body): Json<UpdateTask>,
-) -> ApiResult<axum::Json<UpdateResult>> {
+) -> ApiResult<Response> {
     if body.task_id.is_some_and(|t| t != id) {
         return Err(ApiError::invalid(
             "task_id",
@@ -513,57 +522,84 @@ pub async fn update_task(
         .as_deref()
         .map(|q| required_text("query", q, 10_000))
         .transpose()?;
+    let writes = message.is_some() || body.status.is_some();
+    principal.require(if writes { Scope::Write } else { Scope::Read })?;
+    if !writes && !idem.is_active() {
+        let Some(query) = query else {
+            return Err(ApiError::invalid(
+                "",
+                "give at least one of `message`, `status` and `query`",
+            ));
+        };
+        let (answer, row) = answer_query(&state, &principal, id, query).await?;
+        return Ok(axum::Json(update_result(&row, None, Some(answer))).into_response());
+    }
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let mut message_seq = None;
-    let row = if message.is_some() || body.status.is_some() {
-        principal.require(Scope::Write)?;
-        let mut tx = Scoped::begin(&state.pool, &principal).await?;
-        let mut latest = None;
-        if let Some(status) = body.status {
-            let row = store::lock_task(&mut tx, id).await?;
-            let change =
-                lifecycle::apply(row.phase(), row.status(), None, Some(status)).map_err(illegal)?;
-            if change != no_change(&row) {
-                let mut write = write_for(&row, change);
-                if change.status == Status::Failed && row.error_summary.is_none() {
-                    let failing = store::failing_item(&mut tx, id, row.plan_version).await?;
-                    let summary = ErrorSummary {
-                        failed_at_stage: failing
-                            .as_ref()
-                            .map(|(ordinal, stage, _)| json!(stage.unwrap_or(*ordinal))),
-                        failed_step_narrative: failing.map(|(_, _, title)| title),
-                        error_message: message.map(str::to_owned),
-                    };
-                    write.error_summary = serde_json::to_value(summary).ok();
-                }
-                store::save_task(&mut tx, id, &write).await?;
-                latest = note_change(&mut tx, &row, &change).await?;
+    let mut latest = None;
+    if let Some(status) = body.status {
+        let row = store::lock_task(&mut tx, id).await?;
+        let change =
+            lifecycle::apply(row.phase(), row.status(), None, Some(status)).map_err(illegal)?;
+        if change != no_change(&row) {
+            let mut write = write_for(&row, change);
+            if change.status == Status::Failed && row.error_summary.is_none() {
+                let failing = store::failing_item(&mut tx, id, row.plan_version).await?;
+                let summary = ErrorSummary {
+                    failed_at_stage: failing
+                        .as_ref()
+                        .map(|(ordinal, stage, _)| json!(stage.unwrap_or(*ordinal))),
+                    failed_step_narrative: failing.map(|(_, _, title)| title),
+                    error_message: message.map(str::to_owned),
+                };
+                write.error_summary = serde_json::to_value(summary).ok();
             }
+            store::save_task(&mut tx, id, &write).await?;
+            latest = note_change(&mut tx, &row, &change).await?;
         }
-        if let Some(message) = message {
-            let appended =
-                store::append_message(&mut tx, id, Role::Agent, MsgType::Progress, message)
-                    .await?
-                    .ok_or_else(|| store::task_not_found(id))?;
-            message_seq = Some(appended.0);
-            latest = Some((appended.0, appended.1));
-        }
-        let row = store::get_task(&mut tx, id).await?;
-        tx.commit().await?;
-        if let Some((seq, covered)) = latest {
-            summary::schedule(&state, &principal, id, seq, covered);
-        }
-        Some(row)
+    }
+    if let Some(message) = message {
+        let appended = store::append_message(&mut tx, id, Role::Agent, MsgType::Progress, message)
+            .await?
+            .ok_or_else(|| store::task_not_found(id))?;
+        message_seq = Some(appended.0);
+        latest = Some((appended.0, appended.1));
+    }
+    let row = store::get_task(&mut tx, id).await?;
+    let response = if idem.is_active() {
+        // The stored response must hold the answer, so it is found in this transaction (a
+        // configured model is asked while it is open).
+        let answer = match query {
+            Some(query) => Some(answer_from(&state, &mut tx, &row, query).await?),
+            None => None,
+        };
+        let result = update_result(&row, message_seq, answer);
+        idem.commit(tx, axum::Json(result)).await?
     } else {
-        principal.require(Scope::Read)?;
-        None
+        tx.commit().await?;
+        let (answer, row) = match query {
+            Some(query) => {
+                let (answer, row) = answer_query(&state, &principal, id, query).await?;
+                (Some(answer), row)
+            }
+            None => (None, row),
+        };
+        axum::Json(update_result(&row, message_seq, answer)).into_response()
     };
-    let (answer, row) = match query {
-        Some(query) => {
-            let (answer, row) = answer_query(&state, &principal, id, query).await?;
-            (Some(answer), row)
-        }
-        None => (None, row.ok_or_else(|| store::task_not_found(id))?),
-    };
+    if let Some((seq, covered)) = latest {
+        summary::schedule(&state, &principal, id, seq, covered);
+    }
+    Ok(response)
+}
+
+fn update_result(
+    row: &TaskRow,
+    message_seq: Option<i32>,
+    answer: Option<QueryAnswer>,
+) -> UpdateResult {
     let (answer, source, model_error, digest) = match answer {
         Some(a) => (
             Some(a.answer),
@@ -573,8 +609,8 @@ pub async fn update_task(
         ),
         None => (None, None, None, None),
     };
-    Ok(axum::Json(UpdateResult {
-        task_id: id,
+    UpdateResult {
+        task_id: row.id,
         status: row.status(),
         phase: row.phase(),
         message_seq,
@@ -582,11 +618,12 @@ pub async fn update_task(
         source,
         model_error,
         digest,
-    }))
+    }
 }
 
 /// Answers `query` about task `id`: the exact digest, and its answer in a few sentences; with a
 /// model configured, the model's answer grounded on the running summary and the messages since.
+/// The transaction ends before the model is asked.
 async fn answer_query(
     state: &AppState,
     principal: &Principal,
@@ -597,6 +634,27 @@ async fn answer_query(
     let row = store::get_task(&mut tx, id).await?;
     let loaded = summary::load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
     tx.end_read_only();
+    Ok((ask(state, &loaded, &row, query).await, row))
+}
+
+/// [`answer_query`] for a task already read in `tx`, which stays open while the model is asked.
+async fn answer_from(
+    state: &AppState,
+    tx: &mut sqlx::PgConnection,
+    row: &TaskRow,
+    query: &str,
+) -> ApiResult<QueryAnswer> {
+    let loaded = summary::load_digest(tx, row, state.config.tasks.digest_recent).await?;
+    Ok(ask(state, &loaded, row, query).await)
+}
+
+/// The digest's answer, or the model's when one is configured and answers.
+async fn ask(
+    state: &AppState,
+    loaded: &summary::Loaded,
+    row: &TaskRow,
+    query: &str,
+) -> QueryAnswer {
     let mut answer = QueryAnswer {
         answer: digest::answer(&loaded.digest),
         source: "digest".into(),
@@ -604,18 +662,18 @@ async fn answer_query(
         digest: loaded.digest.clone(),
     };
     if let Some(llm) = &state.llm {
-        match summary::ask_model(llm, &loaded, &row, query).await {
+        match summary::ask_model(llm, loaded, row, query).await {
             Ok(text) => {
                 answer.answer = text;
                 answer.source = "model".into();
             }
             Err(err) => {
-                tracing::warn!(task_id = %id, error = %err, "model answer failed; answering from the digest");
+                tracing::warn!(task_id = %row.id, error = %err, "model answer failed; answering from the digest");
                 answer.model_error = Some(err);
             }
         }
     }
-    Ok((answer, row))
+    answer
 }
 
 /// "Where was I?": completed steps, the current and next one, failures, key details and the last
@@ -654,7 +712,7 @@ pub async fn query_task(
 /// `PLANNING_COMPLETED` (before execution) or `EXECUTING_REPLAN` (during it). A finished task
 /// cannot be replanned (409).
 #[utoipa::path(put, path = "/api/tasks/{id}/plan", tag = "tasks",
-    params(("id" = Uuid, Path, description = "Task id")),
+    params(("id" = Uuid, Path, description = "Task id"), Idempotency),
     request_body = PutPlan,
     responses(
         (status = 200, description = "The new plan version with its items", body = Plan),
@@ -670,8 +728,9 @@ pub async fn put_plan(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<Uuid>,
+    idem: Idempotency,
     Json(body): Json<PutPlan>,
-) -> ApiResult<axum::Json<Plan>> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     let steps =
         plan::parse(&body.plan, "plan", state.config.tasks.max_plan_steps).map_err(plan_error)?;
@@ -680,7 +739,10 @@ pub async fn put_plan(
         .as_deref()
         .map(|r| required_text("reason", r, 10_000))
         .transpose()?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let row = store::lock_task(&mut tx, id).await?;
     let target = lifecycle::on_plan(row.phase(), row.status()).map_err(illegal)?;
     let previous = if row.plan_version > 0 {
@@ -719,11 +781,11 @@ pub async fn put_plan(
     let plan = store::plan(&mut tx, id, version)
         .await?
         .ok_or_else(|| store::task_not_found(id))?;
-    tx.commit().await?;
+    let response = idem.commit(tx, axum::Json(plan)).await?;
     if let Some((seq, covered)) = latest {
         summary::schedule(&state, &principal, id, seq, covered);
     }
-    Ok(axum::Json(plan))
+    Ok(response)
 }
 
 /// Every plan version of a task, oldest first.
@@ -818,7 +880,7 @@ pub async fn patch_item(
 
 /// Records an action taken for step `ordinal` of the active plan.
 #[utoipa::path(post, path = "/api/tasks/{id}/items/{ordinal}/actions", tag = "tasks",
-    params(("id" = Uuid, Path, description = "Task id"), ("ordinal" = i32, Path, description = "Step number, 1-based")),
+    params(("id" = Uuid, Path, description = "Task id"), ("ordinal" = i32, Path, description = "Step number, 1-based"), Idempotency),
     request_body = NewAction,
     responses(
         (status = 201, description = "The action", body = Action),
@@ -833,11 +895,15 @@ pub async fn post_action(
     State(state): State<AppState>,
     principal: Principal,
     Path((id, ordinal)): Path<(Uuid, i32)>,
+    idem: Idempotency,
     Json(body): Json<NewAction>,
-) -> ApiResult<(StatusCode, axum::Json<Action>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     required_text("summary", &body.summary, 10_000)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let row = store::get_task(&mut tx, id).await?;
     let action = store::insert_action(&mut tx, id, row.plan_version, ordinal, &body)
         .await
@@ -846,8 +912,8 @@ pub async fn post_action(
                 (name == "task_actions_item_fkey").then(|| no_step(ordinal, &row))
             })
         })?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(action)))
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(action)))
+        .await
 }
 
 /// The actions of step `ordinal` of the active plan, oldest first.
@@ -918,7 +984,7 @@ pub async fn patch_action(
 
 /// Appends a log entry to an action.
 #[utoipa::path(post, path = "/api/tasks/{id}/actions/{action_id}/logs", tag = "tasks",
-    params(("id" = Uuid, Path, description = "Task id"), ("action_id" = Uuid, Path, description = "Action id")),
+    params(("id" = Uuid, Path, description = "Task id"), ("action_id" = Uuid, Path, description = "Action id"), Idempotency),
     request_body = NewActionLog,
     responses(
         (status = 201, description = "The log entry", body = ActionLog),
@@ -933,17 +999,21 @@ pub async fn post_action_log(
     State(state): State<AppState>,
     principal: Principal,
     Path((id, action_id)): Path<(Uuid, Uuid)>,
+    idem: Idempotency,
     Json(body): Json<NewActionLog>,
-) -> ApiResult<(StatusCode, axum::Json<ActionLog>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     required_text("log_type", &body.log_type, 100)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     store::get_task(&mut tx, id).await?;
     let log = store::insert_action_log(&mut tx, id, action_id, &body)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("task {id} has no action {action_id}")))?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(log)))
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(log)))
+        .await
 }
 
 /// An action's log entries, oldest first.
@@ -985,7 +1055,7 @@ pub async fn list_action_logs(
 ///
 /// Sequence numbers are per task, gap-free, and follow commit order even under concurrent appends.
 #[utoipa::path(post, path = "/api/tasks/{id}/events", tag = "tasks",
-    params(("id" = Uuid, Path, description = "Task id")),
+    params(("id" = Uuid, Path, description = "Task id"), Idempotency),
     request_body = NewEvents,
     responses(
         (status = 201, description = "Where the batch landed", body = Appended),
@@ -1000,8 +1070,9 @@ pub async fn post_events(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<Uuid>,
+    idem: Idempotency,
     Json(body): Json<NewEvents>,
-) -> ApiResult<(StatusCode, axum::Json<Appended>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     let max = state.config.tasks.max_batch_events;
     if body.events.is_empty() {
@@ -1036,19 +1107,20 @@ pub async fn post_events(
             ));
         }
     }
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let (first_seq, last_seq) = store::append_events(&mut tx, id, &body.events)
         .await?
         .ok_or_else(|| store::task_not_found(id))?;
-    tx.commit().await?;
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(Appended {
-            count: body.events.len(),
-            first_seq,
-            last_seq,
-        }),
-    ))
+    let appended = Appended {
+        count: body.events.len(),
+        first_seq,
+        last_seq,
+    };
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(appended)))
+        .await
 }
 
 /// The execution log in order, filtered by status, tool or sub-task.
@@ -1083,7 +1155,7 @@ pub async fn list_events(
 
 /// Appends a message with any role and type (`task_update` appends agent progress messages).
 #[utoipa::path(post, path = "/api/tasks/{id}/messages", tag = "tasks",
-    params(("id" = Uuid, Path, description = "Task id")),
+    params(("id" = Uuid, Path, description = "Task id"), Idempotency),
     request_body = NewMessage,
     responses(
         (status = 201, description = "The message", body = Message),
@@ -1098,28 +1170,32 @@ pub async fn post_message(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<Uuid>,
+    idem: Idempotency,
     Json(body): Json<NewMessage>,
-) -> ApiResult<(StatusCode, axum::Json<Message>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     let content = required_text("content", &body.content, 100_000)?;
     let role = body.role.unwrap_or(Role::Agent);
     let msg_type = body.msg_type.unwrap_or(MsgType::Text);
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let (seq, covered, created_at) = store::append_message(&mut tx, id, role, msg_type, content)
         .await?
         .ok_or_else(|| store::task_not_found(id))?;
-    tx.commit().await?;
+    let message = Message {
+        seq,
+        role,
+        msg_type,
+        content: content.to_owned(),
+        created_at,
+    };
+    let response = idem
+        .commit(tx, (StatusCode::CREATED, axum::Json(message)))
+        .await?;
     summary::schedule(&state, &principal, id, seq, covered);
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(Message {
-            seq,
-            role,
-            msg_type,
-            content: content.to_owned(),
-            created_at,
-        }),
-    ))
+    Ok(response)
 }
 
 /// The task's messages (updates, lifecycle and plan notes) in order.
@@ -1154,7 +1230,7 @@ pub async fn list_messages(
 
 /// Stores a context snapshot (the `contextHistory`).
 #[utoipa::path(post, path = "/api/tasks/{id}/snapshots", tag = "tasks",
-    params(("id" = Uuid, Path, description = "Task id")),
+    params(("id" = Uuid, Path, description = "Task id"), Idempotency),
     request_body = NewSnapshot,
     responses(
         (status = 201, description = "The snapshot", body = Snapshot),
@@ -1169,16 +1245,20 @@ pub async fn post_snapshot(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<Uuid>,
+    idem: Idempotency,
     Json(body): Json<NewSnapshot>,
-) -> ApiResult<(StatusCode, axum::Json<Snapshot>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     required_text("label", &body.label, 200)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let snapshot = store::append_snapshot(&mut tx, id, &body)
         .await?
         .ok_or_else(|| store::task_not_found(id))?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(snapshot)))
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(snapshot)))
+        .await
 }
 
 /// The context snapshots in the order they were taken.

@@ -12,6 +12,7 @@ mod cli;
 mod common;
 mod conversations;
 mod deploy;
+mod idempotency;
 mod memories;
 mod notes;
 mod openapi;

@@ -774,6 +774,7 @@ async fn scopes_gate_and_cors_answers_preflight(pool: PgPool) {
         "ratelimit",
         "ratelimit-policy",
         "etag",
+        "idempotent-replayed",
     ] {
         assert!(exposed.contains(header), "{header} not in {exposed}");
     }

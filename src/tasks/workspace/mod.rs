@@ -35,6 +35,7 @@ use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Query};
+use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
 use crate::tasks::model::{MsgType, Role};
 use crate::tasks::summary;
@@ -167,7 +168,7 @@ fn same_step(existing: &Step, agent_name: &str, new_parts: &[Part]) -> bool {
 /// task; `uri` and `mime_type` are filled in). Sending a step with an existing `step_id` again is
 /// a no-op answered 200 when it is the same step, 409 otherwise.
 #[utoipa::path(post, path = "/api/tasks/{id}/steps", tag = "tasks",
-    params(("id" = Uuid, Path, description = "Task id")),
+    params(("id" = Uuid, Path, description = "Task id"), Idempotency),
     request_body = NewStep,
     responses(
         (status = 201, description = "The stored step", body = Step),
@@ -185,8 +186,9 @@ pub async fn append_step(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<Uuid>,
+    idem: Idempotency,
     Json(body): Json<NewStep>,
-) -> ApiResult<(StatusCode, axum::Json<Step>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     parts::check_name("agent_name", &body.agent_name)?;
     let step_id = match &body.step_id {
@@ -198,7 +200,10 @@ pub async fn append_step(
     };
     let mut new_parts = body.parts;
     let refs = parts::check_parts(id, &mut new_parts, state.config.tasks.step_max_parts)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     store::touch_task(&mut tx, id).await?;
     if body.step_id.is_some() {
         if let Some(existing) = store::step_by_id(&mut tx, id, &step_id).await? {
@@ -208,7 +213,9 @@ pub async fn append_step(
                 ))
                 .with("field", "step_id"));
             }
-            return Ok((StatusCode::OK, axum::Json(existing)));
+            return idem
+                .commit(tx, (StatusCode::OK, axum::Json(existing)))
+                .await;
         }
     }
     store::confirm_refs(&mut tx, id, &mut new_parts, &refs).await?;
@@ -223,11 +230,11 @@ pub async fn append_step(
         }],
     )
     .await?;
-    tx.commit().await?;
     let step = stored
         .pop()
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("step insert returned no row")))?;
-    Ok((StatusCode::CREATED, axum::Json(step)))
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(step)))
+        .await
 }
 
 /// The task's steps in order, a page at a time, or the last `recent` steps (the "recent N
@@ -387,7 +394,7 @@ fn media_type(value: &str) -> ApiResult<String> {
 /// The size cap is `MNEMO_TASKS_ARTIFACT_MAX_BYTES` (default 64 MiB; 413 past it). The answer
 /// carries the `mnemo://` URI an `artifact` part uses.
 #[utoipa::path(post, path = "/api/tasks/{id}/artifacts", tag = "tasks",
-    params(("id" = Uuid, Path, description = "Task id"), UploadQuery),
+    params(("id" = Uuid, Path, description = "Task id"), UploadQuery, Idempotency),
     request_body(content = Vec<u8>, description = "The bytes (any Content-Type), or multipart/form-data with a `file` field", content_type = "application/octet-stream"),
     responses(
         (status = 201, description = "Stored", body = Artifact),
@@ -405,8 +412,9 @@ pub async fn upload_artifact(
     principal: Principal,
     Path(id): Path<Uuid>,
     Query(query): Query<UploadQuery>,
+    idem: Idempotency,
     request: Request,
-) -> ApiResult<(StatusCode, axum::Json<Artifact>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     let cap = state.config.tasks.artifact_max_bytes;
     let content_type = request
@@ -434,7 +442,10 @@ pub async fn upload_artifact(
         parts::check_name("name", name)?;
     }
     let sha = import::sha256_hex(&bytes);
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     store::touch_task(&mut tx, id).await?;
     let artifact = store::insert_artifact(
         &mut tx,
@@ -449,8 +460,8 @@ pub async fn upload_artifact(
         },
     )
     .await?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(artifact)))
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(artifact)))
+        .await
 }
 
 async fn read_multipart(
@@ -803,7 +814,7 @@ pub async fn search_all(
 /// Records a smart-wait job linked to the task, status `watching`; the task metadata's
 /// `active_wait_ids`, `last_wait_state` and `last_wait_event_at` follow.
 #[utoipa::path(post, path = "/api/tasks/{id}/waits", tag = "tasks",
-    params(("id" = Uuid, Path, description = "Task id")),
+    params(("id" = Uuid, Path, description = "Task id"), Idempotency),
     request_body = NewWait,
     responses(
         (status = 201, description = "The wait", body = Wait),
@@ -819,8 +830,9 @@ pub async fn create_wait(
     State(state): State<AppState>,
     principal: Principal,
     Path(id): Path<Uuid>,
+    idem: Idempotency,
     Json(body): Json<NewWait>,
-) -> ApiResult<(StatusCode, axum::Json<Wait>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     waits::check_new_wait(
         body.target_type.trim(),
@@ -829,7 +841,10 @@ pub async fn create_wait(
         body.timeout_seconds,
         body.poll_interval,
     )?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     let mut metadata = store::lock_metadata(&mut tx, id).await?;
     let wait = store::insert_wait(&mut tx, id, Uuid::now_v7(), &body).await?;
     waits::record_in_metadata(
@@ -839,8 +854,8 @@ pub async fn create_wait(
         wait.created_at,
     );
     store::save_metadata(&mut tx, id, metadata).await?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(wait)))
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(wait)))
+        .await
 }
 
 /// The task's waits, oldest first.
@@ -1015,7 +1030,7 @@ pub async fn export_task(
 /// anything outside one `task_memory_bank/<task_id>/`, and invalid contents are 422 naming the
 /// member (`member`). A new task id is made unless `keep_id=true`.
 #[utoipa::path(post, path = "/api/tasks/import", tag = "tasks",
-    params(ImportQuery),
+    params(ImportQuery, Idempotency),
     request_body(content = Vec<u8>, description = "A .tar.gz from GET /api/tasks/{id}/export (or the same layout)", content_type = "application/gzip"),
     responses(
         (status = 201, description = "The new task", body = ImportResult),
@@ -1031,8 +1046,9 @@ pub async fn import_task(
     State(state): State<AppState>,
     principal: Principal,
     Query(query): Query<ImportQuery>,
+    idem: Idempotency,
     request: Request,
-) -> ApiResult<(StatusCode, axum::Json<ImportResult>)> {
+) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     let config = &state.config.tasks;
     let body = read_body(request.into_body(), config.import_max_bytes, "archive").await?;
@@ -1070,8 +1086,11 @@ pub async fn import_task(
         max_plan_steps: config.max_plan_steps,
         max_parts: config.step_max_parts,
     };
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = match idem.begin(&state.pool, &principal).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
     transfer::store(&mut tx, &task_dir, bundle, new_id, caps).await?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(result)))
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(result)))
+        .await
 }
