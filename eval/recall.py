@@ -166,6 +166,22 @@ def documents(conv):
     return docs
 
 
+def distractor_documents(conv, convs):
+    """The other conversations' turns with their two speakers renamed to `conv`'s, in dialogue
+    order: same-speaker small talk on other topics, for a haystack six times larger."""
+    docs = []
+    for other in convs:
+        if other is conv:
+            continue
+        names = dict(zip(other["speakers"], conv["speakers"]))
+        pattern = re.compile(r"\b(%s)\b" % "|".join(re.escape(n) for n in names))
+        for key, content, meta in documents(other):
+            renamed = pattern.sub(lambda m: names[m.group(1)], content)
+            meta = dict(meta, distractor_for=conv["id"])
+            docs.append((f"x:{conv['id']}:{key}", renamed, meta))
+    return docs
+
+
 # ---------------------------------------------------------------------------------------------
 # BM25 baseline
 
@@ -271,8 +287,7 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def ingest(client, conv, token):
-    docs = documents(conv)
+def ingest(client, docs, token):
     for key, content, meta in docs:
         body = {"content": content, "memory_type": "conversation_turn", "metadata": meta}
         status, resp = client.request(
@@ -294,7 +309,7 @@ def read_backlog(client):
     return sum(float(v) for v in found)
 
 
-def wait_for_embeddings(client, timeout=300.0):
+def wait_for_embeddings(client, timeout=1200.0):
     start = time.monotonic()
     backlog = read_backlog(client)
     if backlog is None:
@@ -426,6 +441,9 @@ def main(argv=None):
                     help="only the first N conversations (a quick run)")
     ap.add_argument("--tenant", default="eval")
     ap.add_argument("--bm25-only", action="store_true", help="no server: only the baseline")
+    ap.add_argument("--distractors", action="store_true",
+                    help="hard mode: each conversation's user also stores every other "
+                    "conversation's turns, speakers renamed to its own (a haystack 6x larger)")
     args = ap.parse_args(argv)
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -440,7 +458,11 @@ def main(argv=None):
         log(f"eval: {err}")
         return 1
     n_questions = sum(len(c["questions"]) for c in convs)
-    n_turns = sum(len(documents(c)) for c in convs)
+    docs_by_conv = {
+        c["id"]: documents(c) + (distractor_documents(c, convs) if args.distractors else [])
+        for c in convs
+    }
+    n_turns = sum(len(d) for d in docs_by_conv.values())
     log(f"dataset: {len(convs)} conversations, {n_turns} turns, {n_questions} questions")
     cat_counts = collections.Counter(q["category"] for c in convs for q in c["questions"])
     categories = sorted(cat_counts.items())
@@ -451,7 +473,7 @@ def main(argv=None):
 
     bm25 = Scores(ks)
     for conv in convs:
-        index = BM25(documents(conv))
+        index = BM25(docs_by_conv[conv["id"]])
         for q in conv["questions"]:
             bm25.add(q, index.search(q["question"], limit))
     results["bm25 (baseline)"] = {"summary": bm25.summary(), "questions": bm25.rows}
@@ -473,7 +495,7 @@ def main(argv=None):
                 token = args.token or mint_token(secret, user, args.tenant)
                 tokens_by_conv[conv["id"]] = token
                 c0 = time.perf_counter()
-                docs = ingest(client, conv, token)
+                docs = ingest(client, docs_by_conv[conv["id"]], token)
                 log(f"ingested {conv['id']}: {len(docs)} turns in {time.perf_counter() - c0:.1f} s")
             timing["ingest_s"] = time.perf_counter() - t0
             timing["ingest_turns"] = n_turns
@@ -507,7 +529,8 @@ def main(argv=None):
         timing["users"] = users
         timing["run_id"] = run_id
 
-    print(f"mnemo retrieval eval: {len(convs)} conversations, {n_turns} turns, "
+    print(f"mnemo retrieval eval: {len(convs)} conversations, {n_turns} stored turns"
+          + (" (with distractors)" if args.distractors else "") + ", "
           f"{n_questions} questions" + ("" if args.bm25_only else f", server {args.url}"))
     print_report(results, ks, categories, timing, notes)
 
