@@ -115,6 +115,8 @@ pub struct Config {
     pub tasks: crate::tasks::TasksConfig,
     #[command(flatten)]
     pub embed: crate::embed::EmbedConfig,
+    #[command(flatten)]
+    pub rights: crate::rights::RightsConfig,
 }
 
 impl Config {
@@ -176,6 +178,7 @@ impl Config {
         self.conversations.validate()?;
         self.tasks.validate()?;
         self.embed.validate()?;
+        self.rights.validate()?;
         Ok(())
     }
 
@@ -228,6 +231,7 @@ impl Config {
             conversations: Default::default(),
             tasks: Default::default(),
             embed: Default::default(),
+            rights: Default::default(),
         }
     }
 }
@@ -285,6 +289,7 @@ impl fmt::Debug for Config {
             .field("conversations", &self.conversations)
             .field("tasks", &self.tasks)
             .field("embed", &self.embed)
+            .field("rights", &self.rights)
             .finish()
     }
 }

@@ -49,6 +49,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(crate::conversations::router())
         .merge(crate::tasks::router())
         .merge(crate::recall::router())
+        .merge(crate::rights::router())
 }
 
 /// The complete application: API routes, Swagger UI at `/docs`, the spec at `/openapi.json`.
