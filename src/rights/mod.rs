@@ -232,6 +232,9 @@ pub async fn erase_account(
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
     let deleted = erase::erase(&mut tx, Reach::User).await?;
     tx.commit().await?;
+    state
+        .window_cache
+        .remove_all(&principal.tenant_id, Some(&principal.user_id));
     let total = deleted.values().sum();
     tracing::info!(total, "account erased");
     Ok(axum::Json(Erased {
@@ -274,6 +277,7 @@ pub async fn erase_tenant(
     .await?;
     let deleted = erase::erase(&mut tx, Reach::Tenant).await?;
     tx.commit().await?;
+    state.window_cache.remove_all(&tenant, None);
     let total = deleted.values().sum();
     tracing::info!(total, tenant = %tenant, "tenant erased");
     Ok(axum::Json(Erased {

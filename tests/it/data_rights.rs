@@ -283,6 +283,14 @@ async fn erasing_me_deletes_every_row_of_mine_and_nothing_else(pool: PgPool) {
         )
         .await;
     }
+    // Alice's chat window is cached now.
+    let context = expect(
+        app.post("/api/chat/context", &alice)
+            .json(&json!({"session_id": "s-two"})),
+        200,
+    )
+    .await;
+    assert_eq!(context["window_messages"], 1);
     let before = census(&pool).await;
     let alice_before = rows_of(&before, "t1", "alice");
     for table in [
@@ -359,6 +367,22 @@ async fn erasing_me_deletes_every_row_of_mine_and_nothing_else(pool: PgPool) {
     let tasks = expect(app.get("/api/tasks", &alice), 200).await;
     assert_eq!(tasks["items"], json!([]));
     expect(app.get("/api/memories/b-note", &bob), 200).await;
+    // A new session of the same id starts empty: the cached window of the erased one is gone.
+    expect(
+        app.post(ARCHIVE, &alice).json(&json!({"session_id": "s-two", "messages_batch": [
+            {"id": "new", "text": "a fresh start", "sender": "user", "timestamp": "2026-12-01T10:00:00Z"}
+        ]})),
+        200,
+    )
+    .await;
+    let context = expect(
+        app.post("/api/chat/context", &alice)
+            .json(&json!({"session_id": "s-two"})),
+        200,
+    )
+    .await;
+    assert_eq!(context["window_messages"], 1, "{context}");
+    assert!(!context.to_string().contains("another chat"), "{context}");
 }
 
 #[sqlx::test]
