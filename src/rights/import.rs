@@ -153,6 +153,14 @@ fn db_refusal(member: &str, err: sqlx::Error) -> ApiError {
             .with("member", member)
             .with("constraint", constraint);
         }
+        if code.starts_with("54") {
+            // A value past what PostgreSQL can hold (a text too long to index, ...).
+            return ApiError::too_large(format!(
+                "archive member {member:?}: a value is too large to store: {}",
+                db.message()
+            ))
+            .with("member", member);
+        }
         if code.starts_with("23") || code.starts_with("22") {
             return refuse(member, format!("refused by the database: {}", db.message()))
                 .with("constraint", constraint);
