@@ -812,3 +812,95 @@ async fn tenant_erase_needs_admin_and_reaches_only_its_tenant(pool: PgPool) {
     expect(app.get("/api/memories/c-note", &carol), 200).await;
     expect_problem(app.get("/api/memories/b-note", &bob), 404).await;
 }
+
+#[sqlx::test]
+async fn large_accounts_export_in_pages_and_segments(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("t1", "alice");
+    // More memories than one page of the export reads, more messages than one segment holds.
+    for i in 0..130 {
+        expect(
+            app.put(&format!("/api/memories/m{i:03}"), &alice)
+                .json(&json!({"content": format!("memory number {i}\n")})),
+            201,
+        )
+        .await;
+    }
+    for b in 0..5 {
+        let messages: Vec<Value> = (0..500)
+            .map(|i| {
+                json!({"id": format!("b{b}-{i}"), "text": format!("message {b}/{i}"),
+                       "sender": if i % 2 == 0 { "user" } else { "ai" },
+                       "timestamp": format!("2026-11-21T1{b}:{:02}:{:02}Z", i / 60, i % 60)})
+            })
+            .collect();
+        expect(
+            app.post(ARCHIVE, &alice)
+                .json(&json!({"session_id": format!("s{b}"), "messages_batch": messages})),
+            200,
+        )
+        .await;
+    }
+    let archive = export(&app, &alice).await;
+    let all = members(&archive);
+    let manifest = manifest_of(&all);
+    assert_eq!(manifest["counts"]["memories"], 130);
+    assert_eq!(manifest["counts"]["messages"], 2500);
+    let segments: Vec<&str> = all
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .filter(|p| p.starts_with("mnemo_export/messages/"))
+        .collect();
+    assert_eq!(
+        segments,
+        [
+            "mnemo_export/messages/000001.jsonl",
+            "mnemo_export/messages/000002.jsonl",
+            "mnemo_export/messages/000003.jsonl"
+        ]
+    );
+    let lines: usize = all
+        .iter()
+        .filter(|(p, _)| p.starts_with("mnemo_export/messages/"))
+        .map(|(_, b)| b.iter().filter(|c| **c == b'\n').count())
+        .sum();
+    assert_eq!(lines, 2500);
+    let memory_members = all
+        .iter()
+        .filter(|(p, _)| p.starts_with("mnemo_export/memories/"))
+        .count();
+    assert_eq!(memory_members, 260);
+
+    // Restored elsewhere, every message keeps its place in its session.
+    let bob = app.token("t1", "bob");
+    expect(import(&app, &bob, archive), 201).await;
+    assert_same_members(&all, &members(&export(&app, &bob).await));
+    let page = expect(
+        app.get("/api/chat/sessions/s3/messages?limit=500", &bob),
+        200,
+    )
+    .await;
+    let ids: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().or(m["message_id"].as_str()).unwrap())
+        .collect();
+    let expected: Vec<String> = (0..500).map(|i| format!("b3-{i}")).collect();
+    assert_eq!(ids, expected);
+}
+
+#[sqlx::test]
+async fn exports_at_once_are_bounded(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| c.rights.account_exports_at_once = 1).await;
+    let alice = app.token("t1", "alice");
+    let held = app.state.exports.clone().try_acquire_owned().unwrap();
+    let response = app.get("/api/me/export", &alice).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    drop(held);
+    let archive = export(&app, &alice).await;
+    assert_eq!(manifest_of(&members(&archive))["counts"]["memories"], 0);
+    // The slot is free again once the export has streamed.
+    export(&app, &alice).await;
+}
