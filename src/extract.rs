@@ -81,6 +81,9 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let inner = err.into_inner();
         match inner.classify() {
             serde_json::error::Category::Data => {
+                if let Some(err) = duplicate(&path, &inner.to_string()) {
+                    return err;
+                }
                 let field = if path == "." { String::new() } else { path };
                 let detail = if field.is_empty() {
                     format!("invalid request body: {inner}")
@@ -92,6 +95,35 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             _ => ApiError::bad_request(format!("malformed JSON: {inner}")),
         }
     })
+}
+
+/// Members accepted under a second name: (the name, its alias).
+pub const ALIASES: &[(&str, &str)] = &[
+    ("memory_type", "type"),
+    ("metadata", "content_metadata"),
+    ("key", "memory_key"),
+];
+
+/// serde's "duplicate field" error (a member sent twice, or under both its names) as a 422 naming
+/// the member, and its alias when it has one.
+fn duplicate(path: &str, message: &str) -> Option<ApiError> {
+    let name = message
+        .strip_prefix("duplicate field `")?
+        .split('`')
+        .next()?;
+    let parent = path.trim_start_matches('.');
+    let field = if parent.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{parent}.{name}")
+    };
+    let detail = match ALIASES.iter().find(|(member, _)| *member == name) {
+        Some((member, alias)) => format!(
+            "`{field}` is given twice: `{member}` and `{alias}` name the same member; send one"
+        ),
+        None => format!("`{field}` is given twice; send it once"),
+    };
+    Some(ApiError::invalid(field, detail))
 }
 
 /// Whether `bytes` may hold a JSON string with a NUL character (`\u0000`, any case of hex).
@@ -261,6 +293,36 @@ mod tests {
         assert_eq!(status_and_field(err), (422, Some("items[1].sender".into())));
         let err = parse_json::<Batch>(br#"{"items": [{"sender": "a"}]} trailing"#).unwrap_err();
         assert_eq!(status_and_field(err).0, 400);
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Aliased {
+        #[serde(default, alias = "type")]
+        memory_type: Option<String>,
+        #[serde(default)]
+        inner: Option<Box<Aliased>>,
+    }
+
+    #[test]
+    fn a_member_under_both_names_is_422_naming_both() {
+        let ok = parse_json::<Aliased>(br#"{"type": "a"}"#).unwrap();
+        assert_eq!(ok.memory_type.as_deref(), Some("a"));
+        let err = parse_json::<Aliased>(br#"{"type": "a", "memory_type": "b"}"#).unwrap_err();
+        let detail = format!("{err:?}");
+        assert_eq!(status_and_field(err), (422, Some("memory_type".into())));
+        assert!(detail.contains("`type` name the same member"), "{detail}");
+        let err =
+            parse_json::<Aliased>(br#"{"inner": {"memory_type": "a", "type": "b"}}"#).unwrap_err();
+        assert_eq!(
+            status_and_field(err),
+            (422, Some("inner.memory_type".into()))
+        );
+        let err = parse_json::<Aliased>(br#"{"inner": null, "inner": null}"#).unwrap_err();
+        assert_eq!(status_and_field(err), (422, Some("inner".into())));
+        let err = parse_json::<Aliased>(br#"{"kind": "a"}"#).unwrap_err();
+        assert_eq!(status_and_field(err).0, 422);
     }
 
     #[test]

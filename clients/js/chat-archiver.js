@@ -5,7 +5,12 @@
 //   with exponential backoff (the server stores each message once, so re-sending is safe);
 // - on `pagehide` or `visibilitychange` to hidden, whatever is still unconfirmed is sent with
 //   navigator.sendBeacon to .../archive_messages/beacon (the token travels in the body, because a
-//   beacon cannot carry headers), split into chunks under `beaconMaxBytes`.
+//   beacon cannot carry headers), split into chunks under `beaconMaxBytes`;
+// - `update(id, {text})` changes a message (an AI reply that was still streaming, an edit) and
+//   `remove(id)` deletes it: the next archive sends the new state with `edited_at`, and the
+//   server updates (or deletes) the stored message in place;
+// - without a `sessionId` the first archive lets the server make one, and the archiver uses it
+//   from then on (`onSession` is told).
 //
 // Browsers also cap the keepalive data in flight per page (Chromium: 64 KiB in total), so an
 // unload can deliver only about that much: archive periodically to keep the unconfirmed tail small.
@@ -25,7 +30,18 @@ function randomId() {
 
 function toWire(message) {
   const ts = message.timestamp instanceof Date ? message.timestamp : new Date(message.timestamp);
-  return { id: message.id, text: message.text, sender: message.sender, timestamp: ts.toISOString() };
+  const wire = { id: message.id, text: message.text, sender: message.sender, timestamp: ts.toISOString() };
+  if (message.editedAt) wire.edited_at = message.editedAt.toISOString();
+  return wire;
+}
+
+/** Which state of a message an entry carries: its edit time in ms, 0 as first written. */
+const revision = (entry) => (entry.editedAt ? entry.editedAt.getTime() : 0);
+
+/** An edit time later than `previous` (so the states of one message stay ordered). */
+function editTime(previous) {
+  const now = Date.now();
+  return new Date(previous && previous.getTime() >= now ? previous.getTime() + 1 : now);
 }
 
 const encoder = new TextEncoder();
@@ -36,10 +52,11 @@ export class ChatArchiver {
    * @param {import("./chat-archiver").ChatArchiverOptions} options
    */
   constructor(options) {
-    if (!options || !options.sessionId) throw new Error("ChatArchiver: sessionId is required");
+    if (!options) throw new Error("ChatArchiver: options are required");
     if (!options.token && !options.getToken) throw new Error("ChatArchiver: token or getToken is required");
     this.baseUrl = (options.baseUrl || "").replace(/\/$/, "");
-    this.sessionId = options.sessionId;
+    /** The session; null until the server made one when none was given. */
+    this.sessionId = options.sessionId || null;
     this.agentId = options.agentId || "assistant";
     this.getToken = options.getToken || (() => options.token);
     this.everyMessages = options.everyMessages ?? 10;
@@ -50,9 +67,13 @@ export class ChatArchiver {
     this.fetch = options.fetch || globalThis.fetch.bind(globalThis);
     this.onArchived = options.onArchived || (() => {});
     this.onError = options.onError || (() => {});
-    /** @type {Array<{id: string, text: string, sender: "user"|"ai", timestamp: Date}>} */
+    this.onSession = options.onSession || (() => {});
+    /** @type {Array<{id: string, text: string, sender: "user"|"ai", timestamp: Date, editedAt?: Date}>} */
     this.messages = [];
-    this.confirmed = new Set();
+    /** Deleted messages the server has not confirmed yet: id -> time of the deletion. */
+    this.deletions = new Map();
+    /** Message id -> the revision the server confirmed. */
+    this.confirmed = new Map();
     this.sinceFlush = 0;
     this.inFlight = null;
     this.timer = null;
@@ -67,7 +88,7 @@ export class ChatArchiver {
   start() {
     if (!this.timer && this.everySeconds > 0) {
       this.timer = setInterval(() => {
-        if (this.pending().length > 0) this.flush().catch(() => {});
+        if (this.outgoing().length > 0) this.flush().catch(() => {});
       }, this.everySeconds * 1000);
     }
     if (!this.listening && globalThis.addEventListener) {
@@ -108,19 +129,64 @@ export class ChatArchiver {
     return stored;
   }
 
-  /** Messages the server has not confirmed yet. */
+  /**
+   * Changes a buffered message (e.g. the rest of a streamed AI reply arrived, or the user edited
+   * it); the next archive sends the new state, which updates the stored message.
+   * @returns the changed message, or null when no message has this id
+   */
+  update(id, changes) {
+    const message = this.messages.find((m) => m.id === id);
+    if (!message) return null;
+    if (changes && changes.text !== undefined) message.text = String(changes.text);
+    if (changes && (changes.sender === "ai" || changes.sender === "user")) message.sender = changes.sender;
+    message.editedAt = editTime(message.editedAt);
+    return message;
+  }
+
+  /**
+   * Deletes a message: it leaves `messages`, and the next archive deletes the stored one.
+   * @returns true when a message had this id
+   */
+  remove(id) {
+    const index = this.messages.findIndex((m) => m.id === id);
+    if (index < 0) return false;
+    const [message] = this.messages.splice(index, 1);
+    this.confirmed.delete(id);
+    // Sent even when no archive confirmed the message: one may have stored it without answering.
+    this.deletions.set(id, editTime(message.editedAt));
+    return true;
+  }
+
+  /** Messages whose current state the server has not confirmed yet. */
   pending() {
-    return this.messages.filter((m) => !this.confirmed.has(m.id));
+    return this.messages.filter((m) => this.confirmed.get(m.id) !== revision(m));
+  }
+
+  /** What the next archive sends: unconfirmed messages and deletions, with their revisions. */
+  outgoing() {
+    const out = this.pending().map((m) => ({ id: m.id, rev: revision(m), wire: toWire(m) }));
+    for (const [id, at] of this.deletions) {
+      out.push({ id, rev: at.getTime(), deletion: true, wire: { id, deleted: true, edited_at: at.toISOString() } });
+    }
+    return out;
+  }
+
+  /** Takes the session id the server made, if this archiver had none yet. */
+  adoptSession(sessionId) {
+    if (this.sessionId || !sessionId) return;
+    this.sessionId = sessionId;
+    this.onSession(sessionId);
   }
 
   /** Archives every unconfirmed message with fetch, retrying with backoff. */
   async flush() {
     if (this.inFlight) {
-      // One request at a time; what arrives meanwhile goes in the next one.
+      // One request at a time; what arrives meanwhile goes in the next one (and a server-made
+      // session id of this one is known by then).
       await this.inFlight.catch(() => {});
     }
-    const batch = this.pending();
-    if (batch.length === 0) return { new: 0, duplicates: 0 };
+    const batch = this.outgoing();
+    if (batch.length === 0) return { new: 0, updated: 0, deleted: 0, duplicates: 0 };
     this.sinceFlush = 0;
     this.inFlight = this.send(batch);
     try {
@@ -130,11 +196,23 @@ export class ChatArchiver {
     }
   }
 
+  /** Records what the server confirmed: the sent revisions (unless changed since). */
+  confirm(batch) {
+    for (const entry of batch) {
+      if (entry.deletion) {
+        const at = this.deletions.get(entry.id);
+        if (at && at.getTime() === entry.rev) this.deletions.delete(entry.id);
+      } else if (this.messages.some((m) => m.id === entry.id)) {
+        this.confirmed.set(entry.id, entry.rev);
+      }
+    }
+  }
+
   async send(batch) {
     const body = JSON.stringify({
-      session_id: this.sessionId,
+      ...(this.sessionId ? { session_id: this.sessionId } : {}),
       agent_id: this.agentId,
-      messages_batch: batch.map(toWire),
+      messages_batch: batch.map((entry) => entry.wire),
     });
     let lastError = null;
     for (let attempt = 0; attempt <= this.maxRetries; attempt += 1) {
@@ -146,7 +224,8 @@ export class ChatArchiver {
         });
         if (response.ok) {
           const result = await response.json();
-          for (const m of batch) this.confirmed.add(m.id);
+          this.adoptSession(result.session_id);
+          this.confirm(batch);
           this.onArchived(result, batch.length);
           return result;
         }
@@ -169,9 +248,11 @@ export class ChatArchiver {
 
   /**
    * Splits the unconfirmed messages into beacon bodies under `beaconMaxBytes` each.
-   * A single message too large for a beacon is left to the next fetch flush.
+   * A single message too large for a beacon is left to the next fetch flush. Without a session
+   * id yet (no archive has answered), one is made here, so that all chunks land in one session.
    */
   beaconChunks() {
+    if (!this.sessionId && this.outgoing().length > 0) this.adoptSession(randomId());
     const head = {
       access_token: this.getToken(),
       session_id: this.sessionId,
@@ -182,8 +263,7 @@ export class ChatArchiver {
     const chunks = [];
     let current = [];
     let size = emptyBytes;
-    for (const message of this.pending()) {
-      const wire = toWire(message);
+    for (const { wire } of this.outgoing()) {
       const bytes = byteLength(JSON.stringify(wire)) + 1;
       if (emptyBytes + bytes > this.beaconMaxBytes) continue;
       if (size + bytes > this.beaconMaxBytes && current.length > 0) {

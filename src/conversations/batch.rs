@@ -1,9 +1,9 @@
 //! Validation of incoming message batches. Pure: no I/O.
 //!
 //! A batch is refused as a whole (422 naming `messages_batch[i].field`) or accepted as a whole, so
-//! nothing of a bad batch is ever stored. Repeats of one id with the same text inside a batch are
-//! collapsed (they count as duplicates); the same id with different text is an error, because one
-//! of the two texts would silently be lost.
+//! nothing of a bad batch is ever stored. Repeats of one id with the same content inside a batch
+//! are collapsed (they count as duplicates); the same id with different content (or both sent and
+//! deleted) is an error, because one of the two would silently be lost.
 
 use std::collections::HashMap;
 
@@ -28,12 +28,23 @@ pub struct NewMessage {
     pub sent_at: DateTime<Utc>,
     pub tool_calls: Option<Value>,
     pub tool_call_id: Option<String>,
+    /// The client's time of this state of the message (orders updates of one message).
+    pub edited_at: Option<DateTime<Utc>>,
+}
+
+/// A message to delete (`deleted: true`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deletion {
+    pub id: String,
+    pub edited_at: Option<DateTime<Utc>>,
 }
 
 /// A validated batch.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Batch {
+    /// Messages to store, or to update when stored with other content.
     pub messages: Vec<NewMessage>,
+    pub deletions: Vec<Deletion>,
     /// Repeats collapsed inside the batch.
     pub repeated: usize,
 }
@@ -46,9 +57,18 @@ impl Batch {
         Some((first, last))
     }
 
-    /// Messages received, repeats included.
+    /// Messages received, deletions and repeats included.
     pub fn received(&self) -> usize {
-        self.messages.len() + self.repeated
+        self.messages.len() + self.deletions.len() + self.repeated
+    }
+}
+
+/// The session id of a request: checked like [`check_id`] when sent; absent, a new UUIDv7 (the
+/// server makes the session and returns its id).
+pub fn session_or_new(value: Option<&str>) -> Result<String, ApiError> {
+    match value {
+        None => Ok(uuid::Uuid::now_v7().to_string()),
+        Some(v) => check_id("session_id", Some(v)),
     }
 }
 
@@ -98,17 +118,12 @@ pub fn validate(field: &str, messages: &[IncomingMessage], max: usize) -> Result
     }
     let mut seen: HashMap<&str, usize> = HashMap::new();
     let mut out = Vec::with_capacity(messages.len());
+    let mut deletions = Vec::new();
     let mut repeated = 0;
     for (i, message) in messages.iter().enumerate() {
         let id = check_id(&format!("{field}[{i}].id"), Some(&message.id))?;
-        if message.text.contains('\0') {
-            return Err(ApiError::invalid(
-                format!("{field}[{i}].text"),
-                "text must not contain NUL characters",
-            ));
-        }
         if let Some(&first) = seen.get(message.id.trim()) {
-            if messages[first].text != message.text || messages[first].sender != message.sender {
+            if !same_content(&messages[first], message) {
                 return Err(ApiError::invalid(
                     format!("{field}[{i}].id"),
                     format!(
@@ -120,22 +135,51 @@ pub fn validate(field: &str, messages: &[IncomingMessage], max: usize) -> Result
             continue;
         }
         seen.insert(message.id.trim(), i);
+        if message.deleted {
+            deletions.push(Deletion {
+                id,
+                edited_at: message.edited_at,
+            });
+            continue;
+        }
+        let required = |name: &str| {
+            ApiError::invalid(
+                format!("{field}[{i}].{name}"),
+                format!("`{field}[{i}].{name}` is required (unless `deleted` is true)"),
+            )
+        };
+        let text = message.text.as_deref().ok_or_else(|| required("text"))?;
+        let sender = message.sender.ok_or_else(|| required("sender"))?;
+        let sent_at = message.timestamp.ok_or_else(|| required("timestamp"))?;
+        if text.contains('\0') {
+            return Err(ApiError::invalid(
+                format!("{field}[{i}].text"),
+                "text must not contain NUL characters",
+            ));
+        }
         out.push(NewMessage {
             id,
-            sender: match message.sender {
+            sender: match sender {
                 Sender::User => "user",
                 Sender::Ai => "ai",
             },
-            text: message.text.clone(),
-            sent_at: message.timestamp,
+            text: text.to_owned(),
+            sent_at,
             tool_calls: None,
             tool_call_id: None,
+            edited_at: message.edited_at,
         });
     }
     Ok(Batch {
         messages: out,
+        deletions,
         repeated,
     })
+}
+
+/// Whether two messages of one batch with the same id say the same thing.
+fn same_content(a: &IncomingMessage, b: &IncomingMessage) -> bool {
+    a.deleted == b.deleted && (a.deleted || (a.text == b.text && a.sender == b.sender))
 }
 
 #[cfg(test)]
@@ -145,9 +189,22 @@ mod tests {
     fn msg(id: &str, text: &str, sender: Sender) -> IncomingMessage {
         IncomingMessage {
             id: id.into(),
-            text: text.into(),
-            sender,
-            timestamp: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+            text: Some(text.into()),
+            sender: Some(sender),
+            timestamp: DateTime::from_timestamp(1_700_000_000, 0),
+            edited_at: None,
+            deleted: false,
+        }
+    }
+
+    fn gone(id: &str) -> IncomingMessage {
+        IncomingMessage {
+            id: id.into(),
+            text: None,
+            sender: None,
+            timestamp: None,
+            edited_at: None,
+            deleted: true,
         }
     }
 
@@ -187,6 +244,43 @@ mod tests {
     }
 
     #[test]
+    fn deletions_need_only_an_id_and_may_not_contradict_a_message() {
+        let batch = validate(
+            "m",
+            &[msg("a", "hi", Sender::User), gone("b"), gone("b")],
+            10,
+        )
+        .unwrap();
+        assert_eq!(batch.messages.len(), 1);
+        assert_eq!(batch.deletions.len(), 1);
+        assert_eq!(batch.deletions[0].id, "b");
+        assert_eq!(batch.received(), 3);
+        let err = validate("m", &[msg("a", "hi", Sender::User), gone("a")], 10).unwrap_err();
+        assert_eq!(field_of(err), (422, "m[1].id".into()));
+        let mut no_text = msg("c", "x", Sender::Ai);
+        no_text.text = None;
+        let err = validate("m", &[no_text], 10).unwrap_err();
+        assert_eq!(field_of(err), (422, "m[0].text".into()));
+        let mut no_time = msg("c", "x", Sender::Ai);
+        no_time.timestamp = None;
+        let err = validate("m", &[no_time], 10).unwrap_err();
+        assert_eq!(field_of(err), (422, "m[0].timestamp".into()));
+    }
+
+    #[test]
+    fn a_missing_session_id_is_made_and_a_blank_one_refused() {
+        let made = session_or_new(None).unwrap();
+        let uuid = uuid::Uuid::parse_str(&made).unwrap();
+        assert_eq!(uuid.get_version_num(), 7);
+        assert_ne!(session_or_new(None).unwrap(), made);
+        assert_eq!(session_or_new(Some(" s ")).unwrap(), "s");
+        assert_eq!(
+            field_of(session_or_new(Some(" ")).unwrap_err()),
+            (422, "session_id".into())
+        );
+    }
+
+    #[test]
     fn too_many_is_413_and_blank_ids_are_named() {
         let many: Vec<_> = (0..3)
             .map(|i| msg(&i.to_string(), "t", Sender::User))
@@ -216,9 +310,12 @@ mod tests {
     #[test]
     fn span_covers_all_messages() {
         let mut early = msg("a", "t", Sender::User);
-        early.timestamp = DateTime::from_timestamp(10, 0).unwrap();
+        early.timestamp = DateTime::from_timestamp(10, 0);
         let late = msg("b", "t", Sender::User);
-        let batch = validate("m", &[late.clone(), early.clone()], 5).unwrap();
-        assert_eq!(batch.span(), Some((early.timestamp, late.timestamp)));
+        let batch = validate("m", &[late.clone(), early.clone(), gone("c")], 5).unwrap();
+        assert_eq!(
+            batch.span(),
+            Some((early.timestamp.unwrap(), late.timestamp.unwrap()))
+        );
     }
 }

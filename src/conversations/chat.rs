@@ -24,6 +24,8 @@ pub struct Turn {
     pub messages: Vec<ChatMessage>,
     pub window_messages: usize,
     pub new: i64,
+    pub updated: i64,
+    pub deleted: i64,
     pub duplicates: i64,
     /// The newest time among this turn's messages (replies are stored after it).
     pub latest: Option<DateTime<Utc>>,
@@ -80,8 +82,8 @@ pub async fn read_window(
     })
 }
 
-/// After an archive into a session whose window (at `before`) is known: extends the cached window
-/// when this archive was the only write since (`version` moved by exactly one).
+/// After an archive into a session whose window (at `before`) is known: brings the cached window
+/// up to date when this archive was the only write since (`version` moved by exactly one).
 pub fn remember_archive(
     state: &AppState,
     principal: &Principal,
@@ -96,13 +98,18 @@ pub fn remember_archive(
     if archived.version != version.map_or(1, |v| v + 1) {
         return;
     }
+    let size = state.config.conversations.window_messages;
+    let Some(messages) = apply_changes(messages, batch, archived, size) else {
+        // A message left the full window: the one before the window moves in, which only the
+        // database knows. The version moved, so the next read fetches the window.
+        return;
+    };
     let added: Vec<WindowMessage> = batch
         .messages
         .iter()
         .filter(|m| archived.new_ids.contains(&m.id))
         .map(|m| WindowMessage::from_new(m, archived.archived_at))
         .collect();
-    let size = state.config.conversations.window_messages;
     state.window_cache.put(
         &principal.tenant_id,
         &principal.user_id,
@@ -112,9 +119,68 @@ pub fn remember_archive(
     );
 }
 
+/// `window` (the session's last `size` messages before `archived`) with the updates and deletions
+/// of `archived` applied: updated messages keep their place and take the new content. `None`
+/// when a deletion emptied a place of a full window (its successor is unknown here).
+fn apply_changes(
+    mut window: Vec<WindowMessage>,
+    batch: &Batch,
+    archived: &Archived,
+    size: usize,
+) -> Option<Vec<WindowMessage>> {
+    for message in batch
+        .messages
+        .iter()
+        .filter(|m| archived.updated_ids.contains(&m.id))
+    {
+        if let Some(held) = window.iter_mut().find(|w| w.id == message.id) {
+            held.sender = message.sender.into();
+            held.text.clone_from(&message.text);
+            held.tool_calls.clone_from(&message.tool_calls);
+            held.tool_call_id.clone_from(&message.tool_call_id);
+        }
+    }
+    let full = window.len() >= size;
+    let before = window.len();
+    window.retain(|w| !archived.deleted_ids.contains(&w.id));
+    if full && window.len() < before {
+        return None;
+    }
+    Some(window)
+}
+
+/// The window and new messages a turn's context shows after its batch was archived: a message of
+/// the batch already in the window stays in its place (with its new content when the batch
+/// updated it; otherwise as stored, which a stale resend did not change), deleted messages go,
+/// and the rest of the batch follows the window.
+fn turn_view(
+    mut window: Vec<WindowMessage>,
+    batch: &Batch,
+    archived: Option<&Archived>,
+) -> (Vec<WindowMessage>, Vec<NewMessage>) {
+    let mut fresh = Vec::new();
+    for message in &batch.messages {
+        match window.iter_mut().find(|w| w.id == message.id) {
+            Some(held) => {
+                if archived.is_some_and(|a| a.updated_ids.contains(&message.id)) {
+                    held.sender = message.sender.into();
+                    held.text.clone_from(&message.text);
+                    held.tool_calls.clone_from(&message.tool_calls);
+                    held.tool_call_id.clone_from(&message.tool_call_id);
+                }
+            }
+            None => fresh.push(message.clone()),
+        }
+    }
+    if let Some(archived) = archived {
+        window.retain(|w| !archived.deleted_ids.contains(&w.id));
+    }
+    (window, fresh)
+}
+
 /// Validates the request, stores its new messages and compiles the working memory.
 pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) -> ApiResult<Turn> {
-    let session_id = batch::check_id("session_id", req.session_id.as_deref())?;
+    let session_id = batch::session_or_new(req.session_id.as_deref())?;
     let agent = batch::agent(req.agent_id.as_deref())?;
     let incoming = req.new_messages.unwrap_or_default();
     let batch = batch::validate(
@@ -185,22 +251,23 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
             archived,
         );
     }
+    let (window, fresh) = turn_view(window, &batch, archived.as_ref());
     let (messages, window_messages) = context::compile(
         &state.config.conversations.system_prompt,
         &agent,
         notes.as_deref(),
         &recalled,
         &window,
-        &batch.messages,
+        &fresh,
     );
     Ok(Turn {
         session_id,
         agent,
         messages,
         window_messages,
-        new: archived
-            .as_ref()
-            .map_or(0, |a| i64::try_from(a.new_ids.len()).unwrap_or(i64::MAX)),
+        new: archived.as_ref().map_or(0, Archived::new_count),
+        updated: archived.as_ref().map_or(0, Archived::updated_count),
+        deleted: archived.as_ref().map_or(0, Archived::deleted_count),
         duplicates: archived.as_ref().map_or(0, |a| a.duplicates),
         latest: batch.span().map(|s| s.1),
         recalled,
@@ -348,6 +415,7 @@ pub async fn respond(
             sent_at: next_time(),
             tool_calls: serde_json::to_value(&reply.tool_calls).ok(),
             tool_call_id: None,
+            edited_at: None,
         });
         for call in &reply.tool_calls {
             send(
@@ -372,6 +440,7 @@ pub async fn respond(
                 sent_at: next_time(),
                 tool_calls: None,
                 tool_call_id: Some(call.id.clone()),
+                edited_at: None,
             });
         }
     };
@@ -382,10 +451,11 @@ pub async fn respond(
         sent_at: next_time(),
         tool_calls: None,
         tool_call_id: None,
+        edited_at: None,
     });
     let batch = Batch {
         messages: stored,
-        repeated: 0,
+        ..Batch::default()
     };
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let cached = state
@@ -419,6 +489,7 @@ pub async fn respond(
             text: m.text,
             timestamp: m.sent_at,
             archived_at: archived.archived_at,
+            edited_at: None,
             tool_calls: m.tool_calls,
             tool_call_id: m.tool_call_id,
         })
@@ -435,4 +506,80 @@ pub async fn respond(
         tool_messages: out,
         recalled: turn.recalled,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(id: &str, text: &str, secs: i64) -> WindowMessage {
+        let at = DateTime::from_timestamp(secs, 0).unwrap();
+        WindowMessage {
+            id: id.into(),
+            sender: "ai".into(),
+            text: text.into(),
+            sent_at: at,
+            archived_at: at,
+            tool_calls: None,
+            tool_call_id: None,
+        }
+    }
+
+    fn sent(id: &str, text: &str, secs: i64) -> NewMessage {
+        NewMessage {
+            id: id.into(),
+            sender: "ai",
+            text: text.into(),
+            sent_at: DateTime::from_timestamp(secs, 0).unwrap(),
+            tool_calls: None,
+            tool_call_id: None,
+            edited_at: None,
+        }
+    }
+
+    fn archived(updated: &[&str], deleted: &[&str]) -> Archived {
+        Archived {
+            batch_id: uuid::Uuid::nil(),
+            version: 2,
+            new_ids: Vec::new(),
+            updated_ids: updated.iter().map(|s| (*s).to_owned()).collect(),
+            deleted_ids: deleted.iter().map(|s| (*s).to_owned()).collect(),
+            archived_at: Utc::now(),
+            duplicates: 0,
+        }
+    }
+
+    fn texts(window: &[WindowMessage]) -> Vec<&str> {
+        window.iter().map(|m| m.text.as_str()).collect()
+    }
+
+    #[test]
+    fn updates_keep_their_place_and_stale_resends_change_nothing() {
+        let window = vec![held("a", "partial", 1), held("b", "next", 2)];
+        let batch = Batch {
+            messages: vec![sent("a", "complete", 9), sent("b", "stale", 2)],
+            ..Batch::default()
+        };
+        let done = archived(&["a"], &[]);
+        let applied = apply_changes(window.clone(), &batch, &done, 2).unwrap();
+        assert_eq!(texts(&applied), ["complete", "next"]);
+        assert_eq!(applied[0].sent_at, window[0].sent_at, "the place stays");
+        let (shown, fresh) = turn_view(window, &batch, Some(&done));
+        assert_eq!(texts(&shown), ["complete", "next"]);
+        assert!(fresh.is_empty());
+    }
+
+    #[test]
+    fn a_deletion_from_a_full_window_needs_the_database() {
+        let window = vec![held("a", "x", 1), held("b", "y", 2)];
+        let gone = archived(&[], &["a"]);
+        assert!(apply_changes(window.clone(), &Batch::default(), &gone, 2).is_none());
+        let shorter = apply_changes(window.clone(), &Batch::default(), &gone, 3).unwrap();
+        assert_eq!(texts(&shorter), ["y"]);
+        let elsewhere = archived(&[], &["z"]);
+        assert_eq!(
+            apply_changes(window, &Batch::default(), &elsewhere, 2).map(|w| w.len()),
+            Some(2)
+        );
+    }
 }

@@ -170,6 +170,7 @@ mod tests {
             sent_at: DateTime::from_timestamp(2, 0).unwrap(),
             tool_calls: None,
             tool_call_id: None,
+            edited_at: None,
         }];
         let (messages, from_window) = compile(
             "be nice",

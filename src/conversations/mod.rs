@@ -241,7 +241,7 @@ async fn archive(
     idem: &Idempotency,
 ) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
-    let session_id = batch::check_id("session_id", session_id)?;
+    let session_id = batch::session_or_new(session_id)?;
     let agent = batch::agent(agent_id)?;
     let Some(messages) = messages else {
         return Err(ApiError::invalid(
@@ -273,7 +273,9 @@ async fn archive(
     let answer = ArchiveResponse {
         session_id: session_id.clone(),
         batch_id: archived.batch_id,
-        new: i64::try_from(archived.new_ids.len()).unwrap_or(i64::MAX),
+        new: archived.new_count(),
+        updated: archived.updated_count(),
+        deleted: archived.deleted_count(),
         duplicates: archived.duplicates,
     };
     let response = idem.commit(tx, axum::Json(answer)).await?;
@@ -283,16 +285,19 @@ async fn archive(
 
 /// Archive a batch of chat messages.
 ///
-/// One transaction and one multi-row `INSERT ... ON CONFLICT DO NOTHING`: a message (same
-/// session, same client `id`) is stored once however often it is sent, so clients may re-send the
-/// whole visible conversation. The session is created on first sight; each batch is recorded in
-/// `recent_conversation_history`. A bad message refuses the whole batch (422 naming
+/// One transaction and one statement: a message (same session, same client `id`) is stored once
+/// however often it is sent, so clients may re-send the whole visible conversation. Sent again
+/// with other content (an AI reply that was still streaming, an edited message) it is updated in
+/// place (`updated`), unless the stored state is newer by `edited_at`; sent again unchanged it is
+/// a duplicate; sent with `deleted: true` it is deleted. Without `session_id` the server makes
+/// one (a UUIDv7) and returns it. The session is created on first sight; each batch is recorded
+/// in `recent_conversation_history`. A bad message refuses the whole batch (422 naming
 /// `messages_batch[i].field`); nothing of it is stored.
 #[utoipa::path(post, path = "/api/chat/session/archive_messages", tag = "conversations",
     params(Idempotency),
     request_body = ArchiveRequest,
     responses(
-        (status = 200, description = "Stored; counts of new and duplicate messages", body = ArchiveResponse),
+        (status = 200, description = "Stored; the session id and counts of new, updated, deleted and duplicate messages", body = ArchiveResponse),
         (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
@@ -324,13 +329,14 @@ pub async fn archive_messages(
 /// `sendBeacon` cannot set headers, and a cross-origin beacon must be a CORS "simple" request, so
 /// this route takes no `Authorization` header: the body (`text/plain` or `application/json`) is the
 /// archive JSON plus `access_token`, a bearer token verified exactly like the header. Otherwise it
-/// behaves like `/api/chat/session/archive_messages` and answers 204. Bodies over 64 KiB (the
-/// browsers' beacon budget) are 413: split larger flushes into several beacons.
+/// behaves like `/api/chat/session/archive_messages`, and answers the same (browsers drop a
+/// beacon's answer; other callers can read the counts and a server-made `session_id`). Bodies
+/// over 64 KiB (the browsers' beacon budget) are 413: split larger flushes into several beacons.
 #[utoipa::path(post, path = "/api/chat/session/archive_messages/beacon", tag = "conversations",
     request_body(content = BeaconRequest, content_type = "text/plain",
         description = "The archive JSON plus `access_token`, sent as text/plain (or application/json)"),
     responses(
-        (status = 204, description = "Stored"),
+        (status = 200, description = "Stored; as for archive_messages", body = ArchiveResponse),
         (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid `access_token`", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
@@ -340,7 +346,7 @@ pub async fn archive_messages(
     ),
     security(())
 )]
-pub async fn archive_beacon(State(state): State<AppState>, req: Request) -> ApiResult<StatusCode> {
+pub async fn archive_beacon(State(state): State<AppState>, req: Request) -> ApiResult<Response> {
     let content_type = mime(req.headers());
     if !matches!(
         content_type.as_str(),
@@ -370,8 +376,7 @@ pub async fn archive_beacon(State(state): State<AppState>, req: Request) -> ApiR
         req.messages_batch.as_deref(),
         &Idempotency::none(),
     )
-    .await?;
-    Ok(StatusCode::NO_CONTENT)
+    .await
 }
 
 fn page_limit(limit: Option<i64>, default: i64, max: i64) -> ApiResult<i64> {
@@ -564,10 +569,11 @@ pub async fn search_chat(
 
 /// Compile a turn's working memory (no model needed).
 ///
-/// Stores `new_messages` in the session (like an archive batch), then returns OpenAI-style
-/// `messages`: the system prompt, the long-term notes of (user, agent) in their own system message,
-/// the short-term window (the session's last `MNEMO_CHAT_WINDOW_MESSAGES` messages), and the new
-/// messages. Feed them to any chat model.
+/// Stores `new_messages` in the session (like an archive batch: new, updated or deleted), then
+/// returns OpenAI-style `messages`: the system prompt, the long-term notes of (user, agent) in
+/// their own system message, the short-term window (the session's last
+/// `MNEMO_CHAT_WINDOW_MESSAGES` messages), and the new messages. Feed them to any chat model.
+/// Without `session_id` the server makes one (a UUIDv7) and returns it.
 #[utoipa::path(post, path = "/api/chat/context", tag = "conversations",
     request_body = ChatRequest,
     responses(
@@ -594,6 +600,8 @@ pub async fn chat_context(
         messages: turn.messages,
         window_messages: turn.window_messages,
         new: turn.new,
+        updated: turn.updated,
+        deleted: turn.deleted,
         duplicates: turn.duplicates,
         recalled: turn.recalled,
     }))
@@ -607,7 +615,8 @@ pub async fn chat_context(
 /// `MNEMO_CHAT_MAX_TOOL_ROUNDS` rounds), stores the reply and the tool messages in the session and
 /// returns them. With `Accept: text/event-stream` the answer streams as server-sent events:
 /// `delta` (`{"content": "..."}`), `tool_call`, `tool_result`, then `done` (the JSON response) or
-/// `error` (a problem). Without a configured model: 503, use `/api/chat/context`.
+/// `error` (a problem). Without a configured model: 503, use `/api/chat/context`. Without
+/// `session_id` the server makes one (a UUIDv7) and returns it.
 #[utoipa::path(post, path = "/api/chat", tag = "conversations",
     request_body = ChatRequest,
     responses(

@@ -15,21 +15,38 @@ pub enum Sender {
     Ai,
 }
 
-/// A chat message as the client holds it (`ChatMessage` of the design).
+/// A chat message as the client holds it.
+///
+/// Sent again with other content (`text`, `sender`), it updates the stored message, which keeps
+/// its place in the session; sent again unchanged, it is a duplicate. `text`, `sender` and
+/// `timestamp` are required unless `deleted` is true.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct IncomingMessage {
     /// The client's id for the message; unique within its session.
     pub id: String,
-    pub text: String,
-    pub sender: Sender,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub sender: Option<Sender>,
     /// RFC 3339 time the message was written, e.g. `2026-11-21T22:00:00.000Z`.
-    pub timestamp: DateTime<Utc>,
+    #[serde(default)]
+    pub timestamp: Option<DateTime<Utc>>,
+    /// RFC 3339 time this state of the message was made (set it when the text changes). Orders
+    /// the states of one message: a resend whose `edited_at` is older than the stored one's, or
+    /// that has none while the stored one has, does not overwrite it. Without it on either side
+    /// the later archive wins.
+    #[serde(default)]
+    pub edited_at: Option<DateTime<Utc>>,
+    /// True: delete the stored message (unless its `edited_at` is newer than this one's).
+    #[serde(default)]
+    pub deleted: bool,
 }
 
 /// `POST /api/chat/session/archive_messages`: a batch of the visible conversation.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct ArchiveRequest {
-    /// The chat session (client-generated, e.g. a UUID).
+    /// The chat session (client-generated, e.g. a UUID). Absent: the server makes one (a UUIDv7)
+    /// and returns it; send it with the later batches of the conversation.
     #[serde(default)]
     pub session_id: Option<String>,
     /// The messages; re-sending messages already stored is expected and harmless.
@@ -45,6 +62,7 @@ pub struct ArchiveRequest {
 pub struct BeaconRequest {
     /// A bearer token (JWT), verified exactly like the `Authorization` header.
     pub access_token: String,
+    /// The chat session; absent: the server makes one and returns it.
     #[serde(default)]
     pub session_id: Option<String>,
     #[serde(default)]
@@ -56,12 +74,18 @@ pub struct BeaconRequest {
 /// What an archive batch did.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ArchiveResponse {
+    /// The session: the one sent, or the one the server made when none was sent.
     pub session_id: String,
     /// Id of the `recent_conversation_history` row recording this batch.
     pub batch_id: uuid::Uuid,
     /// Messages stored by this batch.
     pub new: i64,
-    /// Messages of the batch that were already stored (or repeated inside the batch).
+    /// Stored messages this batch changed (sent again with other content, and not older).
+    pub updated: i64,
+    /// Stored messages this batch deleted (`deleted: true`).
+    pub deleted: i64,
+    /// Messages of the batch that changed nothing: already stored as sent, older than the stored
+    /// state, deletions of messages not stored, or repeated inside the batch.
     pub duplicates: i64,
 }
 
@@ -74,6 +98,10 @@ pub struct StoredMessage {
     pub text: String,
     pub timestamp: DateTime<Utc>,
     pub archived_at: DateTime<Utc>,
+    /// When the stored state was made, as the client said (`edited_at` of the archive); absent
+    /// for a message never edited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edited_at: Option<DateTime<Utc>>,
     /// On `ai` messages written by `/api/chat`: the tool calls the model made.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
@@ -143,6 +171,7 @@ pub struct MessageQuery {
 /// `POST /api/chat/context` and `POST /api/chat`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct ChatRequest {
+    /// The chat session. Absent: the server makes one (a UUIDv7) and returns it.
     #[serde(default)]
     pub session_id: Option<String>,
     /// The messages of this turn (normally the user's new message); stored in the session.
@@ -156,6 +185,7 @@ pub struct ChatRequest {
 /// The compiled working memory of a turn.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ContextResponse {
+    /// The session: the one sent, or the one the server made.
     pub session_id: String,
     pub agent_id: String,
     /// OpenAI-style messages: system prompt, long-term notes, short-term window, new messages.
@@ -164,7 +194,11 @@ pub struct ContextResponse {
     pub window_messages: usize,
     /// New messages stored by this call.
     pub new: i64,
-    /// New messages that were already stored.
+    /// New messages that updated a stored message.
+    pub updated: i64,
+    /// Stored messages deleted by this call.
+    pub deleted: i64,
+    /// New messages that changed nothing (already stored as sent).
     pub duplicates: i64,
     /// What was recalled for the turn's user message (also in the `## Recalled memories` system
     /// message): earlier messages, memories and task history, best first.
@@ -174,6 +208,7 @@ pub struct ContextResponse {
 /// The model's answer to a turn, as stored in the session.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ChatResponse {
+    /// The session: the one sent, or the one the server made.
     pub session_id: String,
     pub agent_id: String,
     /// The assistant's reply (stored with sender `ai`).

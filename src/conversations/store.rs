@@ -10,8 +10,17 @@ use super::batch::{Batch, NewMessage};
 use super::model::{Order, Session, StoredMessage};
 
 /// The archive of one batch, in one statement: the session is created on first sight (or its
-/// activity time and version bumped), the messages go in with one multi-row
-/// `INSERT ... ON CONFLICT DO NOTHING`, and the batch is recorded in `recent_conversation_history`.
+/// activity time and version bumped); the messages go in with one multi-row
+/// `INSERT ... ON CONFLICT DO NOTHING`; a stored message sent with other content is updated in
+/// place (keeping its `seq` and time) unless the stored state is newer (see
+/// [`super::model::IncomingMessage::edited_at`]); deletions delete (their vectors go by cascade);
+/// and the batch is recorded in `recent_conversation_history`. The update and the delete test the
+/// stored row itself, so a concurrent archive of the same message is re-checked, not overwritten
+/// blindly.
+///
+/// With an embedder, new and updated messages are queued for the indexer (which replaces a
+/// message's vectors, and drops them when it has no text left), and so is the message after each
+/// updated or deleted one: its context vector was made with the old text.
 pub const ARCHIVE_SQL: &str = "\
 WITH session AS (
     INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name)
@@ -19,32 +28,74 @@ WITH session AS (
     ON CONFLICT (tenant_id, user_id, session_id)
     DO UPDATE SET last_activity_at = now(), version = s.version + 1
     RETURNING s.version
+), incoming AS (
+    SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[],
+                         $8::text[], $14::timestamptz[])
+         WITH ORDINALITY AS m(id, sender, text, sent_at, tool_calls, tool_call_id, edited_at, ord)
 ), inserted AS (
     INSERT INTO conversation_messages
-        (tenant_id, user_id, session_id, message_id, sender, text, sent_at, tool_calls, tool_call_id)
+        (tenant_id, user_id, session_id, message_id, sender, text, sent_at, tool_calls,
+         tool_call_id, edited_at)
     SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1,
-           m.id, m.sender, m.text, m.sent_at, m.tool_calls, m.tool_call_id
-    FROM unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[], $8::text[])
-         WITH ORDINALITY AS m(id, sender, text, sent_at, tool_calls, tool_call_id, ord)
+           m.id, m.sender, m.text, m.sent_at, m.tool_calls, m.tool_call_id, m.edited_at
+    FROM incoming m
     ORDER BY m.ord
     ON CONFLICT DO NOTHING
     RETURNING message_id, seq, archived_at, sender, text
+), updated AS (
+    UPDATE conversation_messages c
+    SET sender = m.sender, text = m.text, tool_calls = m.tool_calls,
+        tool_call_id = m.tool_call_id, edited_at = m.edited_at
+    FROM incoming m
+    WHERE c.tenant_id = current_setting('mnemo.tenant') AND c.user_id = current_setting('mnemo.user')
+      AND c.session_id = $1 AND c.message_id = m.id
+      AND (c.sender, c.text, c.tool_calls, c.tool_call_id)
+          IS DISTINCT FROM (m.sender, m.text, m.tool_calls, m.tool_call_id)
+      AND (c.edited_at IS NULL OR m.edited_at >= c.edited_at)
+    RETURNING c.message_id, c.seq, c.sent_at
+), removed AS (
+    DELETE FROM conversation_messages c
+    USING unnest($15::text[], $16::timestamptz[]) AS d(id, edited_at)
+    WHERE c.tenant_id = current_setting('mnemo.tenant') AND c.user_id = current_setting('mnemo.user')
+      AND c.session_id = $1 AND c.message_id = d.id
+      AND (c.edited_at IS NULL OR d.edited_at IS NULL OR d.edited_at >= c.edited_at)
+    RETURNING c.message_id, c.seq, c.sent_at
 ), queued AS (
-    -- With an embedder, new user and AI messages with text wait for the indexer.
     INSERT INTO embedding_outbox (tenant_id, user_id, kind, session_id, message_id)
-    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 'message', $1, i.message_id
-    FROM inserted i
-    WHERE $13 AND i.sender IN ('user', 'ai') AND i.text <> ''
+    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 'message', $1, q.id
+    FROM (
+        SELECT i.message_id AS id FROM inserted i WHERE i.sender IN ('user', 'ai') AND i.text <> ''
+        UNION
+        SELECT u.message_id FROM updated u
+        UNION
+        SELECT n.message_id
+        FROM (SELECT sent_at, seq FROM updated UNION ALL SELECT sent_at, seq FROM removed) ch
+        JOIN LATERAL (
+            SELECT p.message_id FROM conversation_messages p
+            WHERE p.tenant_id = current_setting('mnemo.tenant')
+              AND p.user_id = current_setting('mnemo.user') AND p.session_id = $1
+              AND (p.sent_at, p.seq) > (ch.sent_at, ch.seq)
+              AND p.sender IN ('user', 'ai') AND p.text <> ''
+            ORDER BY p.sent_at, p.seq LIMIT 1
+        ) n ON true
+    ) q
+    WHERE $13
+), counts AS (
+    SELECT (SELECT count(*) FROM inserted)::int AS new,
+           (SELECT count(*) FROM updated)::int AS updated,
+           (SELECT count(*) FROM removed)::int AS deleted
 ), batch AS (
     INSERT INTO recent_conversation_history
         (tenant_id, user_id, id, session_id, start_timestamp, end_timestamp,
-         message_count, new_count, duplicate_count)
+         message_count, new_count, duplicate_count, updated_count, deleted_count)
     SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $9, $1, $10, $11,
-           $12, n.count, $12 - n.count
-    FROM (SELECT count(*)::int AS count FROM inserted) n
+           $12, n.new, $12 - n.new - n.updated - n.deleted, n.updated, n.deleted
+    FROM counts n
 )
 SELECT (SELECT version FROM session) AS version,
        COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM inserted), '{}') AS new_ids,
+       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM updated), '{}') AS updated_ids,
+       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM removed), '{}') AS deleted_ids,
        (SELECT max(archived_at) FROM inserted) AS archived_at";
 
 /// What an archive did.
@@ -53,11 +104,38 @@ pub struct Archived {
     pub batch_id: Uuid,
     /// The session's version after this archive.
     pub version: i64,
-    /// Ids of the messages this batch stored, in batch order.
+    /// Ids of the messages this batch stored, in session order.
     pub new_ids: Vec<String>,
+    /// Ids of the stored messages this batch changed.
+    pub updated_ids: Vec<String>,
+    /// Ids of the stored messages this batch deleted.
+    pub deleted_ids: Vec<String>,
     pub archived_at: DateTime<Utc>,
+    /// Messages of the batch that changed nothing.
     pub duplicates: i64,
 }
+
+impl Archived {
+    pub fn new_count(&self) -> i64 {
+        i64::try_from(self.new_ids.len()).unwrap_or(i64::MAX)
+    }
+
+    pub fn updated_count(&self) -> i64 {
+        i64::try_from(self.updated_ids.len()).unwrap_or(i64::MAX)
+    }
+
+    pub fn deleted_count(&self) -> i64 {
+        i64::try_from(self.deleted_ids.len()).unwrap_or(i64::MAX)
+    }
+}
+
+type ArchiveRow = (
+    i64,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Option<DateTime<Utc>>,
+);
 
 /// Archives `batch` into `session_id` (see [`ARCHIVE_SQL`]).
 pub async fn archive(
@@ -74,10 +152,14 @@ pub async fn archive(
     let times: Vec<DateTime<Utc>> = messages.iter().map(|m| m.sent_at).collect();
     let calls: Vec<Option<Value>> = messages.iter().map(|m| m.tool_calls.clone()).collect();
     let call_ids: Vec<Option<&str>> = messages.iter().map(|m| m.tool_call_id.as_deref()).collect();
+    let edited: Vec<Option<DateTime<Utc>>> = messages.iter().map(|m| m.edited_at).collect();
+    let gone_ids: Vec<&str> = batch.deletions.iter().map(|d| d.id.as_str()).collect();
+    let gone_edited: Vec<Option<DateTime<Utc>>> =
+        batch.deletions.iter().map(|d| d.edited_at).collect();
     let span = batch.span();
     let received = i32::try_from(batch.received()).unwrap_or(i32::MAX);
     let batch_id = Uuid::now_v7();
-    let (version, new_ids, archived_at): (i64, Vec<String>, Option<DateTime<Utc>>) =
+    let (version, new_ids, updated_ids, deleted_ids, archived_at): ArchiveRow =
         sqlx::query_as(ARCHIVE_SQL)
             .bind(session_id)
             .bind(agent)
@@ -92,16 +174,49 @@ pub async fn archive(
             .bind(span.map(|s| s.1))
             .bind(received)
             .bind(embed)
-            .fetch_one(conn)
+            .bind(&edited)
+            .bind(&gone_ids)
+            .bind(&gone_edited)
+            .fetch_one(&mut *conn)
             .await?;
-    let duplicates = i64::from(received) - i64::try_from(new_ids.len()).unwrap_or(0);
+    if !embed {
+        forget_vectors(conn, session_id, &updated_ids).await?;
+    }
+    let changed = new_ids.len() + updated_ids.len() + deleted_ids.len();
+    let duplicates = i64::from(received) - i64::try_from(changed).unwrap_or(0);
     Ok(Archived {
         batch_id,
         version,
         new_ids,
+        updated_ids,
+        deleted_ids,
         archived_at: archived_at.unwrap_or_else(Utc::now),
         duplicates,
     })
+}
+
+/// Without an embedder nothing re-embeds an updated message, so vectors a former embedder made
+/// of its old text are deleted here (the backfill of a later embedder then queues it again).
+/// Deleted messages lose theirs by cascade.
+async fn forget_vectors(
+    conn: &mut PgConnection,
+    session_id: &str,
+    message_ids: &[String],
+) -> Result<(), sqlx::Error> {
+    if message_ids.is_empty() {
+        return Ok(());
+    }
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('message_vectors') IS NOT NULL")
+        .fetch_one(&mut *conn)
+        .await?;
+    if exists {
+        sqlx::query("DELETE FROM message_vectors WHERE session_id = $1 AND message_id = ANY($2)")
+            .bind(session_id)
+            .bind(message_ids)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// A message of the short-term window, as cached.
@@ -281,6 +396,7 @@ type MessageRow = (
     Option<Value>,
     Option<String>,
     i64,
+    Option<DateTime<Utc>>,
 );
 
 /// A session's unexpired messages in `order`; keyset cursor `(sent_at, seq)`. Returns the rows with
@@ -298,7 +414,8 @@ pub async fn messages(
         Order::Desc => ("<", "DESC"),
     };
     let sql = format!(
-        "SELECT message_id, sender, text, sent_at, archived_at, tool_calls, tool_call_id, seq
+        "SELECT message_id, sender, text, sent_at, archived_at, tool_calls, tool_call_id, seq,
+                edited_at
          FROM conversation_messages
          WHERE {}
            AND session_id = $2
@@ -326,6 +443,7 @@ pub async fn messages(
                     text: r.2,
                     timestamp: r.3,
                     archived_at: r.4,
+                    edited_at: r.8,
                     tool_calls: r.5,
                     tool_call_id: r.6,
                 },

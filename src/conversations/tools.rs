@@ -199,7 +199,7 @@ async fn manage_notes(
 #[serde(deny_unknown_fields)]
 struct StoreArgs {
     content: String,
-    #[serde(default)]
+    #[serde(default, alias = "memory_key")]
     key: Option<String>,
     #[serde(default)]
     description: Option<String>,
@@ -209,6 +209,7 @@ struct StoreArgs {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RetrieveArgs {
+    #[serde(alias = "memory_key")]
     key: String,
     #[serde(default)]
     line_start: Option<u64>,

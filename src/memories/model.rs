@@ -19,7 +19,8 @@ pub struct MemoryInput {
     #[serde(default)]
     pub description: Option<String>,
     /// Free text such as `command_output`, `file_content`, `user_preference` (default `text`).
-    #[serde(default)]
+    /// Also accepted as `type`; sending both is 422.
+    #[serde(default, alias = "type")]
     pub memory_type: Option<String>,
     #[serde(default)]
     pub agent_id: Option<String>,
@@ -30,7 +31,8 @@ pub struct MemoryInput {
     #[serde(default)]
     pub key: Option<String>,
     /// Anything the caller wants kept with the memory: source command, exit code, duration, ...
-    #[serde(default)]
+    /// Also accepted as `content_metadata`; sending both is 422.
+    #[serde(default, alias = "content_metadata")]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }

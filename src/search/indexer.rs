@@ -302,7 +302,7 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
         .filter_map(|c| c.message_id.as_deref())
         .collect();
     // The text of each claimed row that still exists (a deleted memory or message has nothing
-    // left to embed; its row just goes).
+    // left to embed; its row just goes, and so do the vectors of a message left without text).
     let texts = sqlx::query_as::<_, Text>(
         "SELECT DISTINCT c.tenant_id, c.user_id, c.memory_id, c.byte_start,
                 NULL::text AS session_id, NULL::text AS message_id,
@@ -352,7 +352,9 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
                   AS o(tenant_id, user_id, session_id, message_id)
          JOIN conversation_messages m
            ON m.tenant_id = o.tenant_id AND m.user_id = o.user_id
-          AND m.session_id = o.session_id AND m.message_id = o.message_id",
+          AND m.session_id = o.session_id AND m.message_id = o.message_id
+         -- An update can leave a message with no text: its old vectors go, no new ones come.
+         WHERE m.sender IN ('user', 'ai') AND m.text <> ''",
     )
     .bind(&m_tenants)
     .bind(&m_users)

@@ -164,6 +164,39 @@ test("the default chunks stay under 60 KB", async (context) => {
   await page.close();
 });
 
+test("an archiver without a session id adopts the one the server makes, and sends edits as updates", async (context) => {
+  const page = await openDemo(context, `unused-${randomUUID()}`, { every: "1000", seconds: "3600", context: "off" });
+  const result = await page.evaluate(async (token) => {
+    const { ChatArchiver } = await import("/demo/chat-archiver.js");
+    const told = [];
+    const archiver = new ChatArchiver({ token, everyMessages: 0, everySeconds: 0, onSession: (id) => told.push(id) });
+    const before = archiver.sessionId;
+    archiver.add({ id: "q", text: "name a colour", sender: "user" });
+    const reply = archiver.add({ id: "r", text: "Ultra", sender: "ai" });
+    const first = await archiver.flush();
+    const made = archiver.sessionId;
+    archiver.add({ id: "q2", text: "another?", sender: "user" });
+    const second = await archiver.flush();
+    // The rest of the streamed reply arrives, and the user takes the second question back.
+    archiver.update(reply.id, { text: "Ultramarine, a deep blue." });
+    archiver.remove("q2");
+    const third = await archiver.flush();
+    const fourth = await archiver.flush();
+    return { before, made, told, first, second, third, fourth };
+  }, TOKEN);
+  const { before, made, told, first, second, third, fourth } = result;
+  const all = JSON.stringify(result);
+  assert(before === null, `no session before the first archive: ${before}`);
+  assert(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(made), `a UUIDv7: ${made}`);
+  assert(first.session_id === made && first.new === 2 && told.length === 1 && told[0] === made, `adopted and told: ${all}`);
+  assert(second.session_id === made && second.new === 1 && second.duplicates === 0, `the next archive uses it: ${all}`);
+  assert(third.session_id === made && third.updated === 1 && third.deleted === 1 && third.new === 0, `edits: ${all}`);
+  assert(fourth.new === 0 && fourth.updated === 0 && fourth.deleted === 0, `nothing left: ${all}`);
+  const items = await stored(made);
+  assertExactlyOnce(items, ["name a colour", "Ultramarine, a deep blue."]);
+  await page.close();
+});
+
 const userDataDir = mkdtempSync(join(tmpdir(), "mnemo-chromium-"));
 let passed = 0;
 let failed = 0;

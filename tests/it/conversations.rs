@@ -97,7 +97,6 @@ async fn bad_batches_are_refused_whole_naming_the_message(pool: PgPool) {
     let good = |i: u32| msg(&format!("m{i}"), "text", "user", i);
 
     let cases = [
-        (json!({"messages_batch": [good(0)]}), "session_id"),
         (
             json!({"session_id": "  ", "messages_batch": [good(0)]}),
             "session_id",
@@ -185,8 +184,17 @@ async fn beacon_takes_the_token_from_a_text_plain_body(pool: PgPool) {
             .header("content-type", "text/plain;charset=UTF-8")
     };
 
-    expect(beacon().body(body.to_string()), 204).await;
-    expect(beacon().body(body.to_string()), 204).await; // a repeated beacon stores nothing twice
+    let answer = expect(beacon().body(body.to_string()), 200).await;
+    assert_eq!(
+        (answer["session_id"].as_str(), answer["new"].as_i64()),
+        (Some("s1"), Some(2))
+    );
+    // A repeated beacon stores nothing twice.
+    let answer = expect(beacon().body(body.to_string()), 200).await;
+    assert_eq!(
+        (answer["new"].as_i64(), answer["duplicates"].as_i64()),
+        (Some(0), Some(2))
+    );
     assert_eq!(
         count(&pool, "SELECT count(*) FROM conversation_messages").await,
         2
@@ -201,7 +209,7 @@ async fn beacon_takes_the_token_from_a_text_plain_body(pool: PgPool) {
     // application/json works too.
     let mut other = batch("s2", vec![msg("x", "y", "user", 1)]);
     other["access_token"] = json!(token);
-    expect(app.client.post(app.url(BEACON)).json(&other), 204).await;
+    expect(app.client.post(app.url(BEACON)).json(&other), 200).await;
 
     // The token is verified like the bearer path.
     let mut forged = body.clone();
@@ -534,7 +542,7 @@ async fn context_compiles_prompt_notes_window_and_new_messages(pool: PgPool) {
 
     let problem = expect_problem(
         app.post("/api/chat/context", &token)
-            .json(&json!({"new_messages": []})),
+            .json(&json!({"session_id": "", "new_messages": []})),
         422,
     )
     .await;

@@ -8,6 +8,7 @@
     reason = "test helpers fail loudly on setup errors"
 )]
 
+mod chat_updates;
 mod cli;
 mod common;
 mod conversations;
