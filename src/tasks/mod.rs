@@ -114,6 +114,14 @@ pub struct TasksConfig {
         default_value_t = 300
     )]
     pub sweep_interval_secs: u64,
+    /// Seconds between rounds of the wait-timeout job, which ends watching waits whose
+    /// `timeout_seconds` ran out (0: no such job in this process).
+    #[arg(
+        long = "tasks-wait-sweep-interval-secs",
+        env = "MNEMO_TASKS_WAIT_SWEEP_INTERVAL_SECS",
+        default_value_t = 10
+    )]
+    pub wait_sweep_interval_secs: u64,
 }
 
 impl Default for TasksConfig {
@@ -130,6 +138,7 @@ impl Default for TasksConfig {
             pause_after_secs: 24 * 3600,
             archive_after_secs: 7 * 24 * 3600,
             sweep_interval_secs: 300,
+            wait_sweep_interval_secs: 10,
         }
     }
 }
@@ -1312,5 +1321,18 @@ mod tests {
             );
         }
         assert!(TasksConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn the_wait_sweep_interval_is_bounded_and_named() {
+        let mut c = TasksConfig::default();
+        c.wait_sweep_interval_secs = 0;
+        assert!(c.validate().is_ok());
+        c.wait_sweep_interval_secs = 86_401;
+        let err = c.validate().unwrap_err();
+        assert!(
+            err.starts_with("MNEMO_TASKS_WAIT_SWEEP_INTERVAL_SECS") && !err.contains('\n'),
+            "{err}"
+        );
     }
 }
