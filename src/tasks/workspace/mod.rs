@@ -95,6 +95,9 @@ pub fn check_config(c: &crate::tasks::TasksConfig) -> Result<(), String> {
     if c.wait_sweep_interval_secs > 24 * 3600 {
         return Err("MNEMO_TASKS_WAIT_SWEEP_INTERVAL_SECS must be at most 86400 (a day)".into());
     }
+    if c.stuck_cooldown_secs > 7 * 24 * 3600 {
+        return Err("MNEMO_TASKS_STUCK_COOLDOWN_SECS must be at most 604800 (a week)".into());
+    }
     Ok(())
 }
 
