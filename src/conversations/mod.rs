@@ -107,7 +107,7 @@ pub struct ConversationsConfig {
         env = "MNEMO_CHAT_SUMMARY_EVERY",
         default_value_t = 20
     )]
-    pub summary_every: u32,
+    pub chat_summary_every: u32,
     /// The system prompt that opens every compiled context.
     #[arg(long = "chat-system-prompt", env = "MNEMO_CHAT_SYSTEM_PROMPT", default_value = DEFAULT_SYSTEM_PROMPT)]
     pub system_prompt: String,
@@ -130,7 +130,7 @@ impl Default for ConversationsConfig {
             archive_max_bytes: 1024 * 1024,
             chat_max_tool_rounds: 4,
             chat_recall_k: 5,
-            summary_every: 20,
+            chat_summary_every: 20,
             system_prompt: DEFAULT_SYSTEM_PROMPT.into(),
         }
     }
@@ -164,7 +164,7 @@ impl ConversationsConfig {
         if self.archive_max_bytes < 1024 {
             return Err("MNEMO_ARCHIVE_MAX_BYTES must be at least 1024".into());
         }
-        if self.summary_every > 10_000 {
+        if self.chat_summary_every > 10_000 {
             return Err("MNEMO_CHAT_SUMMARY_EVERY must be between 0 and 10000".into());
         }
         Ok(())

@@ -528,7 +528,7 @@ pub fn prompt(previous: Option<&str>, since: &[Line]) -> (String, String) {
 /// process: a burst of archives starts one, which looks again once it has stored a summary (the
 /// archives it skipped may have made the next one due).
 pub fn schedule(state: &AppState, principal: &Principal, session_id: &str) {
-    if state.config.conversations.summary_every == 0 {
+    if state.config.conversations.chat_summary_every == 0 {
         return;
     }
     let key = (
@@ -580,7 +580,7 @@ impl Drop for Running {
 /// Recomputes and stores the summary when `MNEMO_CHAT_SUMMARY_EVERY` messages or more arrived
 /// since the one stored; true when a new one was stored.
 pub async fn refresh(state: &AppState, principal: &Principal, session_id: &str) -> ApiResult<bool> {
-    let every = i64::from(state.config.conversations.summary_every);
+    let every = i64::from(state.config.conversations.chat_summary_every);
     if every == 0 {
         return Ok(false);
     }
@@ -742,10 +742,10 @@ mod tests {
     #[test]
     fn the_setting_is_bounded_and_named() {
         let mut config = crate::conversations::ConversationsConfig::default();
-        assert_eq!(config.summary_every, 20);
-        config.summary_every = 0;
+        assert_eq!(config.chat_summary_every, 20);
+        config.chat_summary_every = 0;
         assert!(config.validate().is_ok(), "0 turns summaries off");
-        config.summary_every = 10_001;
+        config.chat_summary_every = 10_001;
         let err = config.validate().unwrap_err();
         assert!(
             err.starts_with("MNEMO_CHAT_SUMMARY_EVERY") && !err.contains('\n'),

@@ -1050,7 +1050,7 @@ fn principal(tenant: &str, user: &str) -> mnemo::auth::Principal {
 #[sqlx::test]
 async fn session_summary_refreshes_without_a_model(pool: PgPool) {
     let app = TestApp::with_config(pool, |c| {
-        c.conversations.summary_every = 6;
+        c.conversations.chat_summary_every = 6;
         c.conversations.window_messages = 4;
         c.conversations.chat_recall_k = 0;
     })
@@ -1243,7 +1243,7 @@ async fn session_summary_uses_the_model_when_there_is_one(pool: PgPool) {
     let app = TestApp::with_config(pool, |c| {
         c.llm.base_url = Some(url);
         c.llm.model = Some("fake-model".into());
-        c.conversations.summary_every = 3;
+        c.conversations.chat_summary_every = 3;
         c.conversations.window_messages = 2;
         c.conversations.chat_recall_k = 0;
     })
