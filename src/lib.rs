@@ -33,7 +33,8 @@ pub use state::AppState;
 
 /// Starts the jobs that run beside the server: the conversation retention sweeper (when
 /// `MNEMO_HISTORY_RETENTION_DAYS` is set), the task lifecycle sweeper (pause idle tasks,
-/// archive old completed ones; off when its interval is 0) and the sweep of expired idempotency
+/// archive old completed ones; off when its interval is 0), the wait-timeout job (end waits
+/// whose timeout ran out; off when its interval is 0) and the sweep of expired idempotency
 /// keys, each under a PostgreSQL advisory lock
 /// so that one replica runs it at a time, and with an embedder the indexer (replicas share its
 /// work). The returned token stops the indexer. `mnemo serve` calls this; tests
@@ -41,6 +42,7 @@ pub use state::AppState;
 pub fn start_background_jobs(state: &AppState) -> tokio_util::sync::CancellationToken {
     conversations::sweeper::spawn(state.pool.clone(), &state.config.conversations);
     tasks::workspace::sweep_job::spawn(state);
+    tasks::workspace::timeouts::spawn(state);
     idempotency::spawn(state.pool.clone());
     let cancel = tokio_util::sync::CancellationToken::new();
     if let Some(embedder) = state.embedder.clone() {

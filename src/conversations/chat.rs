@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use super::batch::{self, Batch, NewMessage};
 use super::model::{ChatRequest, ChatResponse, StoredMessage};
 use super::store::{self, Archived, WindowMessage, WindowRead};
-use super::{context, tools, window};
+use super::{context, summary, tools, window};
 use crate::auth::Principal;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
@@ -209,6 +209,11 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
     };
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let (version, window) = read_window(state, principal, &mut tx, &session_id).await?;
+    let earlier = if version.is_some() {
+        store::summary_state(&mut tx, &session_id).await?
+    } else {
+        None
+    };
     let recalled = match &question {
         Some(q) => {
             recall_for_turn(
@@ -250,13 +255,21 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
             &batch,
             archived,
         );
+        if !archived.new_ids.is_empty() {
+            summary::schedule(state, principal, &session_id);
+        }
     }
     let (window, fresh) = turn_view(window, &batch, archived.as_ref());
+    // The running summary speaks for the messages before the window, when there are any.
+    let earlier = earlier
+        .filter(|s| i64::from(s.message_count) > i64::try_from(window.len()).unwrap_or(i64::MAX))
+        .and_then(|s| s.summary);
     let (messages, window_messages) = context::compile(
         &state.config.conversations.system_prompt,
         &agent,
         notes.as_deref(),
         &recalled,
+        earlier.as_deref(),
         &window,
         &fresh,
     );
@@ -479,6 +492,7 @@ pub async fn respond(
         &batch,
         &archived,
     );
+    summary::schedule(state, principal, &turn.session_id);
 
     let mut out: Vec<StoredMessage> = batch
         .messages

@@ -1,6 +1,7 @@
 //! Compiles a turn's working memory into OpenAI-style messages. Pure: no I/O.
 //!
 //! Order: the system prompt; the long-term notes of (user, agent) in their own system message;
+//! what was recalled; the session's running summary when the session is longer than the window;
 //! the short-term window (the session's last N stored messages, minus this turn's messages); this
 //! turn's new messages.
 
@@ -86,13 +87,27 @@ pub fn recall_section(hits: &[crate::recall::RecallHit]) -> String {
     out
 }
 
+/// Heading of the section holding the session's running summary.
+pub const EARLIER_HEADING: &str = "## Earlier in this conversation";
+
+/// The running-summary section: what the messages before the window were about.
+pub fn earlier_section(summary: &str) -> String {
+    format!(
+        "{EARLIER_HEADING}\n\nThis session is longer than the recent messages that follow. A \
+         summary of it so far:\n\n{}",
+        summary.trim()
+    )
+}
+
 /// The compiled messages, and how many of them came from the window. `recalled`, when not
-/// empty, becomes a system message after the notes.
+/// empty, becomes a system message after the notes; `earlier` (the session's running summary,
+/// given when the session holds more than the window) one after that.
 pub fn compile(
     system_prompt: &str,
     agent: &str,
     notes: Option<&str>,
     recalled: &[crate::recall::RecallHit],
+    earlier: Option<&str>,
     window: &[WindowMessage],
     new: &[NewMessage],
 ) -> (Vec<ChatMessage>, usize) {
@@ -102,6 +117,9 @@ pub fn compile(
     ];
     if !recalled.is_empty() {
         out.push(ChatMessage::text("system", recall_section(recalled)));
+    }
+    if let Some(summary) = earlier.filter(|s| !s.trim().is_empty()) {
+        out.push(ChatMessage::text("system", earlier_section(summary)));
     }
     let fresh: HashSet<&str> = new.iter().map(|m| m.id.as_str()).collect();
     // A window cut between a tool call and its result would leave a result whose call is missing,
@@ -177,6 +195,7 @@ mod tests {
             "assistant",
             Some("likes tea"),
             &[],
+            None,
             &window,
             &new,
         );
@@ -193,6 +212,22 @@ mod tests {
     }
 
     #[test]
+    fn the_running_summary_comes_before_the_window() {
+        let window = vec![w("9", "user", "and the egress bill?")];
+        let (messages, from_window) =
+            compile("s", "a", None, &[], Some("Topics: backup.\n"), &window, &[]);
+        assert_eq!(from_window, 1);
+        let roles: Vec<&str> = messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "system", "system", "user"]);
+        let earlier = messages[2].content.as_deref().unwrap();
+        assert!(earlier.starts_with(EARLIER_HEADING), "{earlier}");
+        assert!(earlier.ends_with("so far:\n\nTopics: backup."), "{earlier}");
+        // A blank summary adds nothing.
+        let (messages, _) = compile("s", "a", None, &[], Some("  "), &window, &[]);
+        assert_eq!(messages.len(), 3);
+    }
+
+    #[test]
     fn orphan_tool_results_are_dropped_and_calls_kept() {
         let mut orphan = w("1", "tool", "result of a call cut off");
         orphan.tool_call_id = Some("gone".into());
@@ -201,7 +236,8 @@ mod tests {
             "function": {"name": "search_memory", "arguments": "{}"}}]));
         let mut result = w("3", "tool", "found");
         result.tool_call_id = Some("c1".into());
-        let (messages, from_window) = compile("s", "a", None, &[], &[orphan, call, result], &[]);
+        let (messages, from_window) =
+            compile("s", "a", None, &[], None, &[orphan, call, result], &[]);
         assert_eq!(from_window, 2);
         assert_eq!(messages[2].role, "assistant");
         assert_eq!(messages[2].content, None);

@@ -1,4 +1,5 @@
-//! Conversation memory: batched archival, sendBeacon uploads, sessions, the short-term window and chat context.
+//! Conversation memory: batched archival, sendBeacon uploads, sessions and their running
+//! summaries, the short-term window and chat context.
 
 pub mod batch;
 pub mod chat;
@@ -7,6 +8,7 @@ mod demo;
 pub mod model;
 pub mod search;
 pub mod store;
+pub mod summary;
 pub mod sweeper;
 pub mod tools;
 pub mod transfer;
@@ -99,6 +101,14 @@ pub struct ConversationsConfig {
         default_value_t = 5
     )]
     pub chat_recall_k: u32,
+    /// Refresh a session's running summary in the background every this many archived messages
+    /// (0: no summaries).
+    #[arg(
+        long = "chat-summary-every",
+        env = "MNEMO_CHAT_SUMMARY_EVERY",
+        default_value_t = 20
+    )]
+    pub chat_summary_every: u32,
     /// The system prompt that opens every compiled context.
     #[arg(long = "chat-system-prompt", env = "MNEMO_CHAT_SYSTEM_PROMPT", default_value = DEFAULT_SYSTEM_PROMPT)]
     pub system_prompt: String,
@@ -121,6 +131,7 @@ impl Default for ConversationsConfig {
             archive_max_bytes: 1024 * 1024,
             chat_max_tool_rounds: 4,
             chat_recall_k: 5,
+            chat_summary_every: 20,
             system_prompt: DEFAULT_SYSTEM_PROMPT.into(),
         }
     }
@@ -154,6 +165,9 @@ impl ConversationsConfig {
         if self.archive_max_bytes < 1024 {
             return Err("MNEMO_ARCHIVE_MAX_BYTES must be at least 1024".into());
         }
+        if self.chat_summary_every > 10_000 {
+            return Err("MNEMO_CHAT_SUMMARY_EVERY must be between 0 and 10000".into());
+        }
         Ok(())
     }
 
@@ -172,7 +186,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(archive_messages))
         .routes(routes!(list_sessions))
         .routes(routes!(session_messages))
-        .routes(routes!(delete_session))
+        .routes(routes!(get_session, delete_session))
         .routes(routes!(chat_context))
         .routes(routes!(chat))
         .routes(routes!(search_chat))
@@ -280,6 +294,9 @@ async fn archive(
     };
     let response = idem.commit(tx, axum::Json(answer)).await?;
     chat::remember_archive(state, principal, &session_id, before, &batch, &archived);
+    if !archived.new_ids.is_empty() {
+        summary::schedule(state, principal, &session_id);
+    }
     Ok(response)
 }
 
@@ -497,6 +514,32 @@ pub async fn session_messages(
     }))
 }
 
+/// One session, with its running summary.
+#[utoipa::path(get, path = "/api/chat/sessions/{session_id}", tag = "conversations",
+    params(("session_id" = String, Path, description = "The session")),
+    responses(
+        (status = 200, description = "The session", body = model::Session),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks memory:read", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session for this user", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_session(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(session_id): Path<String>,
+) -> ApiResult<axum::Json<model::Session>> {
+    principal.require(Scope::Read)?;
+    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let session =
+        store::session(&mut tx, state.config.conversations.retention(), &session_id).await?;
+    tx.end_read_only();
+    session
+        .map(axum::Json)
+        .ok_or_else(|| ApiError::not_found(format!("no session `{session_id}`")))
+}
+
 /// Delete a session with its messages and batch records.
 #[utoipa::path(delete, path = "/api/chat/sessions/{session_id}", tag = "conversations",
     params(("session_id" = String, Path, description = "The session")),
@@ -571,8 +614,9 @@ pub async fn search_chat(
 ///
 /// Stores `new_messages` in the session (like an archive batch: new, updated or deleted), then
 /// returns OpenAI-style `messages`: the system prompt, the long-term notes of (user, agent) in
-/// their own system message, the short-term window (the session's last
-/// `MNEMO_CHAT_WINDOW_MESSAGES` messages), and the new messages. Feed them to any chat model.
+/// their own system message, the session's running summary (`## Earlier in this conversation`,
+/// when the session holds more messages than the window), the short-term window (the session's
+/// last `MNEMO_CHAT_WINDOW_MESSAGES` messages), and the new messages. Feed them to any chat model.
 /// Without `session_id` the server makes one (a UUIDv7) and returns it.
 #[utoipa::path(post, path = "/api/chat/context", tag = "conversations",
     request_body = ChatRequest,

@@ -118,7 +118,14 @@ pub struct Session {
     pub agent_id: String,
     pub created_at: DateTime<Utc>,
     pub last_activity_at: DateTime<Utc>,
+    /// The running summary (topics, names, open questions), refreshed in the background every
+    /// `MNEMO_CHAT_SUMMARY_EVERY` messages; null until the first refresh.
     pub summary: Option<String>,
+    /// Messages archived into the session.
+    pub message_count: i32,
+    /// How many of them the summary covers.
+    pub summary_message_count: i32,
+    pub summary_updated_at: Option<DateTime<Utc>>,
 }
 
 /// A page of sessions, most recently active first.

@@ -327,7 +327,33 @@ fn retention_clause(column: &str) -> String {
     format!("($1::int IS NULL OR {column} >= now() - make_interval(days => $1::int))")
 }
 
-type SessionRow = (String, String, DateTime<Utc>, DateTime<Utc>, Option<String>);
+/// The columns of a [`Session`], in [`SessionRow`] order.
+const SESSION_COLUMNS: &str = "session_id, agent_name, created_at, last_activity_at, summary, \
+    message_count, summary_message_count, summary_updated_at";
+
+type SessionRow = (
+    String,
+    String,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    Option<String>,
+    i32,
+    i32,
+    Option<DateTime<Utc>>,
+);
+
+fn to_session(r: SessionRow) -> Session {
+    Session {
+        session_id: r.0,
+        agent_id: r.1,
+        created_at: r.2,
+        last_activity_at: r.3,
+        summary: r.4,
+        message_count: r.5,
+        summary_message_count: r.6,
+        summary_updated_at: r.7,
+    }
+}
 
 /// Sessions, most recently active first; keyset cursor `(last_activity_at, session_id)`.
 pub async fn sessions(
@@ -338,7 +364,7 @@ pub async fn sessions(
     limit: i64,
 ) -> Result<Vec<Session>, sqlx::Error> {
     let sql = format!(
-        "SELECT session_id, agent_name, created_at, last_activity_at, summary
+        "SELECT {SESSION_COLUMNS}
          FROM agent_sessions
          WHERE {}
            AND ($2::text IS NULL OR agent_name = $2)
@@ -356,18 +382,97 @@ pub async fn sessions(
         .bind(limit)
         .fetch_all(conn)
         .await?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(session_id, agent_id, created_at, last_activity_at, summary)| Session {
-                session_id,
-                agent_id,
-                created_at,
-                last_activity_at,
-                summary,
-            },
-        )
-        .collect())
+    Ok(rows.into_iter().map(to_session).collect())
+}
+
+/// One session of the caller, unless it has expired.
+pub async fn session(
+    conn: &mut PgConnection,
+    retention_days: Option<i32>,
+    session_id: &str,
+) -> Result<Option<Session>, sqlx::Error> {
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS} FROM agent_sessions WHERE session_id = $2 AND {}",
+        retention_clause("last_activity_at")
+    );
+    let row: Option<SessionRow> = sqlx::query_as(&sql)
+        .bind(retention_days)
+        .bind(session_id)
+        .fetch_optional(conn)
+        .await?;
+    Ok(row.map(to_session))
+}
+
+/// Where a session's running summary stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryState {
+    pub summary: Option<String>,
+    /// Messages ever archived into the session.
+    pub message_count: i32,
+    /// How many of them the summary covers.
+    pub covers: i32,
+}
+
+pub async fn summary_state(
+    conn: &mut PgConnection,
+    session_id: &str,
+) -> Result<Option<SummaryState>, sqlx::Error> {
+    let row: Option<(Option<String>, i32, i32)> = sqlx::query_as(
+        "SELECT summary, message_count, summary_message_count FROM agent_sessions
+         WHERE session_id = $1",
+    )
+    .bind(session_id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|(summary, message_count, covers)| SummaryState {
+        summary,
+        message_count,
+        covers,
+    }))
+}
+
+/// A session's last `limit` unexpired messages as (sender, text), oldest first.
+pub async fn last_messages(
+    conn: &mut PgConnection,
+    retention_days: Option<i32>,
+    session_id: &str,
+    limit: i64,
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    let sql = format!(
+        "SELECT sender, text FROM (
+             SELECT sender, text, sent_at, seq FROM conversation_messages
+             WHERE session_id = $2 AND {}
+             ORDER BY sent_at DESC, seq DESC LIMIT $3
+         ) m ORDER BY sent_at, seq",
+        retention_clause("archived_at")
+    );
+    sqlx::query_as(&sql)
+        .bind(retention_days)
+        .bind(session_id)
+        .bind(limit)
+        .fetch_all(conn)
+        .await
+}
+
+/// Stores a running summary covering the first `covers` messages, unless one covering as many
+/// or more is stored already (a slower refresh never overwrites a newer one). True when stored.
+pub async fn set_summary(
+    conn: &mut PgConnection,
+    session_id: &str,
+    summary: &str,
+    covers: i32,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE agent_sessions
+         SET summary = $2, summary_message_count = $3, summary_updated_at = now()
+         WHERE session_id = $1 AND summary_message_count < $3",
+    )
+    .bind(session_id)
+    .bind(summary)
+    .bind(covers)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
 }
 
 /// True when the caller has this session and it has not expired.

@@ -2,8 +2,8 @@
 //!
 //! Files: `model.rs` (request and response types), `lifecycle.rs` (the phase/status state machine),
 //! `plan.rs` (plan forms and re-basing), `digest.rs` (the exact "where was I?"), `store.rs` (SQL),
-//! `summary.rs` (the background running summary). Handlers here parse, run one [`Scoped`]
-//! transaction, and map the result.
+//! `summary.rs` (the background running summary), `stuck.rs` (the stuck-alert cooldown). Handlers
+//! here parse, run one [`Scoped`] transaction, and map the result.
 
 pub mod digest;
 pub mod lifecycle;
@@ -11,6 +11,7 @@ pub mod model;
 pub mod plan;
 pub mod prompt;
 pub mod store;
+pub mod stuck;
 pub mod summary;
 pub mod workspace;
 
@@ -114,6 +115,22 @@ pub struct TasksConfig {
         default_value_t = 300
     )]
     pub sweep_interval_secs: u64,
+    /// Seconds between rounds of the wait-timeout job, which ends watching waits whose
+    /// `timeout_seconds` ran out (0: no such job in this process).
+    #[arg(
+        long = "tasks-wait-sweep-interval-secs",
+        env = "MNEMO_TASKS_WAIT_SWEEP_INTERVAL_SECS",
+        default_value_t = 10
+    )]
+    pub wait_sweep_interval_secs: u64,
+    /// After a `stuck` message, further `stuck` messages of the task within this many seconds
+    /// are suppressed (0: every one is stored).
+    #[arg(
+        long = "tasks-stuck-cooldown-secs",
+        env = "MNEMO_TASKS_STUCK_COOLDOWN_SECS",
+        default_value_t = 300
+    )]
+    pub stuck_cooldown_secs: u64,
 }
 
 impl Default for TasksConfig {
@@ -130,6 +147,8 @@ impl Default for TasksConfig {
             pause_after_secs: 24 * 3600,
             archive_after_secs: 7 * 24 * 3600,
             sweep_interval_secs: 300,
+            wait_sweep_interval_secs: 10,
+            stuck_cooldown_secs: 300,
         }
     }
 }
@@ -1190,11 +1209,16 @@ pub async fn list_events(
 }
 
 /// Appends a message with any role and type (`task_update` appends agent progress messages).
+///
+/// A `stuck` message records its time as `last_stuck_alert_at` in the task metadata; another
+/// `stuck` message within `MNEMO_TASKS_STUCK_COOLDOWN_SECS` of it is not stored and is answered
+/// 200 with `suppressed: true` and `cooldown_ends_at`.
 #[utoipa::path(post, path = "/api/tasks/{id}/messages", tag = "tasks",
     params(("id" = Uuid, Path, description = "Task id"), Idempotency),
     request_body = NewMessage,
     responses(
         (status = 201, description = "The message", body = Message),
+        (status = 200, description = "A `stuck` message inside the cooldown after the last one: suppressed, nothing stored", body = StuckSuppressed),
         (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
@@ -1217,9 +1241,35 @@ pub async fn post_message(
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
+    // A stuck alert takes the task's row lock first, so two alerts at once see each other.
+    let stuck_metadata = if msg_type == MsgType::Stuck {
+        let (metadata, _) = workspace::store::metadata_for_update(&mut tx, id)
+            .await?
+            .ok_or_else(|| store::task_not_found(id))?;
+        let cooldown = state.config.tasks.stuck_cooldown_secs;
+        let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+            .fetch_one(&mut *tx)
+            .await?;
+        if let Some((last, ends)) = stuck::suppressed_until(&metadata, now, cooldown) {
+            let answer = StuckSuppressed {
+                suppressed: true,
+                last_stuck_alert_at: last,
+                cooldown_ends_at: ends,
+                cooldown_seconds: cooldown,
+            };
+            return idem.commit(tx, (StatusCode::OK, axum::Json(answer))).await;
+        }
+        Some(metadata)
+    } else {
+        None
+    };
     let (seq, covered, created_at) = store::append_message(&mut tx, id, role, msg_type, content)
         .await?
         .ok_or_else(|| store::task_not_found(id))?;
+    if let Some(mut metadata) = stuck_metadata {
+        stuck::record(&mut metadata, created_at);
+        workspace::store::save_metadata(&mut tx, id, metadata).await?;
+    }
     let message = Message {
         seq,
         role,
@@ -1348,5 +1398,26 @@ mod tests {
             );
         }
         assert!(TasksConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn wait_sweep_and_stuck_cooldown_are_bounded_and_named() {
+        let config = |adjust: fn(&mut TasksConfig)| {
+            let mut c = TasksConfig::default();
+            adjust(&mut c);
+            c.validate()
+        };
+        assert!(config(|c| c.wait_sweep_interval_secs = 0).is_ok());
+        assert!(config(|c| c.stuck_cooldown_secs = 0).is_ok());
+        let err = config(|c| c.wait_sweep_interval_secs = 86_401).unwrap_err();
+        assert!(
+            err.starts_with("MNEMO_TASKS_WAIT_SWEEP_INTERVAL_SECS") && !err.contains('\n'),
+            "{err}"
+        );
+        let err = config(|c| c.stuck_cooldown_secs = 604_801).unwrap_err();
+        assert!(
+            err.starts_with("MNEMO_TASKS_STUCK_COOLDOWN_SECS") && !err.contains('\n'),
+            "{err}"
+        );
     }
 }

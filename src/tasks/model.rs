@@ -463,6 +463,19 @@ pub struct Message {
     pub created_at: DateTime<Utc>,
 }
 
+/// The answer to a `stuck` message inside the cooldown after the last one: nothing was stored.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StuckSuppressed {
+    /// Always true.
+    pub suppressed: bool,
+    /// When the last stored `stuck` message arrived (`last_stuck_alert_at` in the task metadata).
+    pub last_stuck_alert_at: DateTime<Utc>,
+    /// From then on a `stuck` message is stored again.
+    pub cooldown_ends_at: DateTime<Utc>,
+    /// The cooldown, `MNEMO_TASKS_STUCK_COOLDOWN_SECS`.
+    pub cooldown_seconds: u64,
+}
+
 /// A message to append to a task's history.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

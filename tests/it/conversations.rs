@@ -1018,3 +1018,351 @@ async fn chat_tool_loop_is_bounded_and_model_failures_are_502(pool: PgPool) {
         "{problem}"
     );
 }
+
+async fn session_detail(app: &TestApp, token: &str, session: &str) -> Value {
+    expect(
+        app.get(&format!("/api/chat/sessions/{session}"), token),
+        200,
+    )
+    .await
+}
+
+/// Polls the session until its summary covers `covers` messages (the refresh runs after the
+/// response, in the background).
+async fn summary_covering(app: &TestApp, token: &str, session: &str, covers: i64) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let detail = session_detail(app, token, session).await;
+        if detail["summary_message_count"].as_i64() == Some(covers) {
+            return detail;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "summary never reached {covers} messages: {detail}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+fn principal(tenant: &str, user: &str) -> mnemo::auth::Principal {
+    mnemo::auth::Principal {
+        tenant_id: tenant.into(),
+        user_id: user.into(),
+        scopes: vec![mnemo::auth::Scope::Read, mnemo::auth::Scope::Write],
+    }
+}
+
+/// Every `MNEMO_CHAT_SUMMARY_EVERY` messages the session's summary is refreshed in the background;
+/// without a model it lists topics, names and the open questions. It shows in the sessions list
+/// and the session, and the compiled context carries it for sessions longer than the window.
+#[sqlx::test]
+async fn session_summary_refreshes_without_a_model(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| {
+        c.conversations.chat_summary_every = 6;
+        c.conversations.window_messages = 4;
+        c.conversations.chat_recall_k = 0;
+    })
+    .await;
+    let token = app.token("t1", "alice");
+    let first = vec![
+        msg(
+            "m1",
+            "We are moving the Postgres cluster to Frankfurt.",
+            "user",
+            1,
+        ),
+        msg(
+            "m2",
+            "Then the cluster needs a fresh backup first.",
+            "ai",
+            2,
+        ),
+        msg("m3", "Is the replica in Frankfurt ready?", "user", 3),
+        msg(
+            "m4",
+            "The replica is ready; the backup runs tonight.",
+            "ai",
+            4,
+        ),
+        msg("m5", "Good, Marta will watch the backup.", "user", 5),
+    ];
+    expect(
+        app.post(ARCHIVE, &token)
+            .json(&batch("plain", first.clone())),
+        200,
+    )
+    .await;
+    // Five messages are not enough: the refresh finds nothing due.
+    let due =
+        mnemo::conversations::summary::refresh(&app.state, &principal("t1", "alice"), "plain")
+            .await
+            .unwrap();
+    assert!(!due, "five of six");
+    let detail = session_detail(&app, &token, "plain").await;
+    assert!(detail["summary"].is_null(), "{detail}");
+    assert_eq!(detail["message_count"], 5);
+    assert_eq!(detail["summary_message_count"], 0);
+
+    // Re-sent messages do not count; the sixth new one does.
+    let mut again = first.clone();
+    again.push(msg("m6", "Noted. I will check it after midnight.", "ai", 6));
+    again.push(msg(
+        "m7",
+        "Who pays the egress bill for the transfer?",
+        "user",
+        7,
+    ));
+    expect(app.post(ARCHIVE, &token).json(&batch("plain", again)), 200).await;
+    let detail = summary_covering(&app, &token, "plain", 7).await;
+    assert_eq!(detail["message_count"], 7);
+    assert!(detail["summary_updated_at"].is_string());
+    let summary = detail["summary"].as_str().unwrap().to_owned();
+    assert!(
+        summary.starts_with("7 messages (4 from the user, 3 from the assistant)."),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("\nTopics: backup, cluster, replica"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("\nNames: Frankfurt, Postgres, Marta."),
+        "{summary}"
+    );
+    // The replica question was answered; the egress one is still open.
+    assert!(
+        summary.ends_with("\nOpen questions:\n- Who pays the egress bill for the transfer?"),
+        "{summary}"
+    );
+
+    // The list shows it; another user sees neither the session nor its summary.
+    let list = expect(app.get("/api/chat/sessions", &token), 200).await;
+    assert_eq!(list["items"][0]["summary"], summary.as_str());
+    assert_eq!(list["items"][0]["summary_message_count"], 7);
+    expect_problem(
+        app.get("/api/chat/sessions/plain", &app.token("t1", "bob")),
+        404,
+    )
+    .await;
+    expect_problem(app.get("/api/chat/sessions/nope", &token), 404).await;
+
+    // The session is longer than the window of 4: the context carries the summary before it.
+    let turn = json!({"session_id": "plain",
+        "new_messages": [msg("m8", "And what about the DNS switch?", "user", 8)]});
+    let context = expect(app.post("/api/chat/context", &token).json(&turn), 200).await;
+    assert_eq!(context["window_messages"], 4);
+    let messages = context["messages"].as_array().unwrap();
+    let at = messages
+        .iter()
+        .position(|m| {
+            m["role"] == "system"
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("## Earlier in this conversation"))
+        })
+        .expect("the summary is in the context");
+    assert!(
+        messages[at]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with(&summary),
+        "{}",
+        messages[at]
+    );
+    assert_eq!(
+        messages[at + 1]["content"],
+        "The replica is ready; the backup runs tonight."
+    );
+    assert_eq!(
+        messages.last().unwrap()["content"],
+        "And what about the DNS switch?"
+    );
+
+    // A session within the window has no such section, even with a summary.
+    expect(
+        app.post(ARCHIVE, &token)
+            .json(&batch("short", vec![msg("a1", "hi there", "user", 1)])),
+        200,
+    )
+    .await;
+    let turn = json!({"session_id": "short",
+        "new_messages": [msg("a2", "what is new?", "user", 2)]});
+    let context = expect(app.post("/api/chat/context", &token).json(&turn), 200).await;
+    assert!(
+        !context
+            .to_string()
+            .contains("## Earlier in this conversation"),
+        "{context}"
+    );
+}
+
+/// A stand-in model answering the running-summary prompt (and failing on request).
+#[derive(Clone, Default)]
+struct SummaryModel {
+    requests: Arc<Mutex<Vec<Value>>>,
+    broken: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SummaryModel {
+    fn prompts(&self) -> Vec<String> {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r["messages"][1]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+async fn summary_completions(
+    State(model): State<SummaryModel>,
+    axum::Json(body): axum::Json<Value>,
+) -> axum::response::Response {
+    model.requests.lock().unwrap().push(body.clone());
+    if model.broken.load(std::sync::atomic::Ordering::SeqCst) {
+        return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "model down").into_response();
+    }
+    let n = model.requests.lock().unwrap().len();
+    let content = format!("MODEL SUMMARY {n}: moving Postgres to Frankfurt; egress bill open.");
+    axum::Json(json!({"choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": content}}]}))
+    .into_response()
+}
+
+/// With a model the summary is the model's, asked off the write path with the previous summary
+/// and only the messages since; when the model fails, the digest stands in.
+#[sqlx::test]
+async fn session_summary_uses_the_model_when_there_is_one(pool: PgPool) {
+    let model = SummaryModel::default();
+    let router = axum::Router::new()
+        .route(
+            "/v1/chat/completions",
+            axum::routing::post(summary_completions),
+        )
+        .with_state(model.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let app = TestApp::with_config(pool, |c| {
+        c.llm.base_url = Some(url);
+        c.llm.model = Some("fake-model".into());
+        c.conversations.chat_summary_every = 3;
+        c.conversations.window_messages = 2;
+        c.conversations.chat_recall_k = 0;
+    })
+    .await;
+    let token = app.token("t1", "alice");
+    expect(
+        app.post(ARCHIVE, &token).json(&batch(
+            "modelled",
+            vec![
+                msg("m1", "We move Postgres to Frankfurt.", "user", 1),
+                msg("m2", "Fine, after the backup.", "ai", 2),
+            ],
+        )),
+        200,
+    )
+    .await;
+    // Not due, and an archive never waits for the model.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(model.prompts().is_empty(), "no model call yet");
+    expect(
+        app.post(ARCHIVE, &token).json(&batch(
+            "modelled",
+            vec![msg("m3", "Who pays the egress bill?", "user", 3)],
+        )),
+        200,
+    )
+    .await;
+    let detail = summary_covering(&app, &token, "modelled", 3).await;
+    assert_eq!(
+        detail["summary"],
+        "MODEL SUMMARY 1: moving Postgres to Frankfurt; egress bill open."
+    );
+    let prompts = model.prompts();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert!(
+        prompts[0].starts_with("Previous summary:\nNo summary yet.\n\nMessages since"),
+        "{}",
+        prompts[0]
+    );
+    assert!(
+        prompts[0].contains("[user] We move Postgres to Frankfurt.\n[assistant] Fine, after the backup.\n[user] Who pays the egress bill?"),
+        "{}",
+        prompts[0]
+    );
+    assert_eq!(model.requests.lock().unwrap()[0]["model"], "fake-model");
+
+    // The next refresh builds on the stored summary and sees only the messages since.
+    expect(
+        app.post(ARCHIVE, &token).json(&batch(
+            "modelled",
+            vec![
+                msg("m4", "The backup finished at 02:10.", "ai", 4),
+                msg("m5", "Start the transfer then.", "user", 5),
+                msg("m6", "Transfer started.", "ai", 6),
+            ],
+        )),
+        200,
+    )
+    .await;
+    let detail = summary_covering(&app, &token, "modelled", 6).await;
+    assert_eq!(
+        detail["summary"],
+        "MODEL SUMMARY 2: moving Postgres to Frankfurt; egress bill open."
+    );
+    let second = model.prompts()[1].clone();
+    assert!(
+        second.starts_with("Previous summary:\nMODEL SUMMARY 1: moving Postgres"),
+        "{second}"
+    );
+    assert!(
+        second.contains("[assistant] The backup finished at 02:10."),
+        "{second}"
+    );
+    assert!(
+        !second.contains("We move Postgres"),
+        "covered messages are not resent: {second}"
+    );
+    let list = expect(app.get("/api/chat/sessions", &token), 200).await;
+    assert_eq!(list["items"][0]["summary"], detail["summary"]);
+    let turn = json!({"session_id": "modelled",
+        "new_messages": [msg("m7", "Status?", "user", 7)]});
+    let context = expect(app.post("/api/chat/context", &token).json(&turn), 200).await;
+    assert!(
+        context["messages"][2]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("MODEL SUMMARY 2: moving Postgres to Frankfurt; egress bill open."),
+        "{context}"
+    );
+
+    // A failing model: the digest stands in.
+    model
+        .broken
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    expect(
+        app.post(ARCHIVE, &token).json(&batch(
+            "modelled",
+            vec![
+                msg("m8", "Is Frankfurt done?", "user", 8),
+                msg("m9", "Almost.", "ai", 9),
+            ],
+        )),
+        200,
+    )
+    .await;
+    let detail = summary_covering(&app, &token, "modelled", 9).await;
+    let summary = detail["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("9 messages (5 from the user, 4 from the assistant)."),
+        "{summary}"
+    );
+    assert!(summary.contains("Names: Frankfurt"), "{summary}");
+    assert_eq!(model.prompts().len(), 3);
+}

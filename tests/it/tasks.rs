@@ -1390,3 +1390,91 @@ async fn broken_model_falls_back_to_the_digest(pool: PgPool) {
     );
     assert_eq!(prompts(&fake).len(), 1);
 }
+
+async fn stuck(app: &TestApp, token: &str, id: &str, status: u16) -> Value {
+    expect(
+        app.post(&format!("/api/tasks/{id}/messages"), token)
+            .json(&json!({"content": "no progress on step 2 for 10 min", "msg_type": "stuck"})),
+        status,
+    )
+    .await
+}
+
+async fn stuck_messages(app: &TestApp, token: &str, id: &str) -> usize {
+    expect(app.get(&format!("/api/tasks/{id}/messages"), token), 200).await["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|m| m["msg_type"] == "stuck")
+        .count()
+}
+
+/// A second stuck alert inside `MNEMO_TASKS_STUCK_COOLDOWN_SECS` stores nothing and says it was
+/// suppressed and until when; once the cooldown has passed, the next one is stored again.
+#[sqlx::test]
+async fn stuck_alerts_have_a_cooldown(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let token = app.token("acme", "agent");
+    let id = id_of(&register(&app, &token, json!({"name": "Deploy", "plan": DEPLOY_PLAN})).await);
+    let first = stuck(&app, &token, &id, 201).await;
+    assert_eq!(first["msg_type"], "stuck");
+    let task = expect(app.get(&format!("/api/tasks/{id}"), &token), 200).await;
+    let at = task["metadata"]["last_stuck_alert_at"]
+        .as_f64()
+        .expect("recorded");
+    let created = chrono::DateTime::parse_from_rfc3339(first["created_at"].as_str().unwrap())
+        .unwrap()
+        .timestamp_millis() as f64
+        / 1000.0;
+    assert!((at - created).abs() < 0.002, "{at} vs {created}");
+
+    let second = stuck(&app, &token, &id, 200).await;
+    assert_eq!(second["suppressed"], true);
+    assert_eq!(second["cooldown_seconds"], 300);
+    let last =
+        chrono::DateTime::parse_from_rfc3339(second["last_stuck_alert_at"].as_str().unwrap())
+            .unwrap();
+    let ends =
+        chrono::DateTime::parse_from_rfc3339(second["cooldown_ends_at"].as_str().unwrap()).unwrap();
+    assert_eq!((ends - last).num_seconds(), 300);
+    assert!((last.timestamp_millis() as f64 / 1000.0 - at).abs() < 0.002);
+    assert_eq!(stuck_messages(&app, &token, &id).await, 1, "nothing stored");
+    // Other messages are not held back, and another task has a cooldown of its own.
+    expect(
+        app.post(&format!("/api/tasks/{id}/messages"), &token)
+            .json(&json!({"content": "trying another mirror"})),
+        201,
+    )
+    .await;
+    let other =
+        id_of(&register(&app, &token, json!({"name": "Backup", "plan": DEPLOY_PLAN})).await);
+    stuck(&app, &token, &other, 201).await;
+
+    // Past the cooldown (the last alert aged by 301 s) the next alert is stored and restarts it.
+    sqlx::query(
+        "UPDATE tasks SET metadata = jsonb_set(metadata, '{last_stuck_alert_at}',
+             to_jsonb((metadata->>'last_stuck_alert_at')::float8 - 301))
+         WHERE id = $1::uuid",
+    )
+    .bind(&id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let third = stuck(&app, &token, &id, 201).await;
+    assert_eq!(third["msg_type"], "stuck");
+    assert_eq!(stuck_messages(&app, &token, &id).await, 2);
+    let fourth = stuck(&app, &token, &id, 200).await;
+    assert_eq!(fourth["suppressed"], true);
+    let millis = |v: &Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap())
+            .unwrap()
+            .timestamp_millis()
+    };
+    assert!((millis(&fourth["last_stuck_alert_at"]) - millis(&third["created_at"])).abs() <= 1);
+
+    // A cooldown of 0 stores every alert.
+    let eager = TestApp::with_config(pool, |c| c.tasks.stuck_cooldown_secs = 0).await;
+    stuck(&eager, &token, &id, 201).await;
+    stuck(&eager, &token, &id, 201).await;
+    assert_eq!(stuck_messages(&eager, &token, &id).await, 4);
+}

@@ -7,7 +7,8 @@ use std::io::Write;
 use chrono::{Duration, SubsecRound, Utc};
 use mnemo::tasks::workspace::import::{Limits, unpack};
 use mnemo::tasks::workspace::sweep_job::sweep_once;
-use mnemo::tasks::workspace::sweeper::{FixedClock, Thresholds};
+use mnemo::tasks::workspace::sweeper::{FixedClock, SystemClock, Thresholds};
+use mnemo::tasks::workspace::timeouts::{LOCK_KEY as WAIT_LOCK_KEY, timeout_waits_once};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -652,6 +653,168 @@ async fn a_wait_resolution_appears_in_history_and_metadata(pool: PgPool) {
     )
     .await;
     assert_eq!(bad["field"], "criteria");
+}
+
+async fn new_wait(app: &TestApp, token: &str, id: &str, criteria: &str, timeout: Value) -> String {
+    let wait = expect(
+        app.post(&format!("/api/tasks/{id}/waits"), token)
+            .json(&json!({
+                "target_type": "url", "target_id": "http://localhost", "criteria": criteria,
+                "timeout_seconds": timeout
+            })),
+        201,
+    )
+    .await;
+    wait["wait_id"].as_str().unwrap().to_string()
+}
+
+/// Moves a wait's creation `seconds` into the past (instead of sleeping through its timeout).
+async fn age_wait(pool: &PgPool, wait_id: &str, seconds: i64) {
+    sqlx::query(
+        "UPDATE task_waits SET created_at = created_at - make_interval(secs => $2)
+         WHERE id = $1::uuid",
+    )
+    .bind(wait_id)
+    .bind(seconds as f64)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// A wait whose `timeout_seconds` ran out ends as `timeout` in one round of the wait-timeout job,
+/// with its `[Wait timeout]` message and the task metadata a resolution would record; resolving it
+/// afterwards is a clear 409; a paused task stays paused; a second replica skips the round.
+#[sqlx::test]
+async fn an_overdue_wait_times_out_in_one_round(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("t1", "alice");
+    let bob = app.token("t2", "bob");
+    let id = task(&app, &alice, "waits").await;
+    let overdue = new_wait(&app, &alice, &id, "port 80 open", json!(1)).await;
+    let patient = new_wait(&app, &alice, &id, "build finished", json!(3600)).await;
+    let forever = new_wait(&app, &alice, &id, "user replies", Value::Null).await;
+    // Another tenant's task, paused after its wait started.
+    let other = task(&app, &bob, "other").await;
+    let bobs = new_wait(&app, &bob, &other, "disk freed", json!(1)).await;
+    expect(
+        app.post(&format!("/api/tasks/{other}/update"), &bob)
+            .json(&json!({"status": "paused"})),
+        200,
+    )
+    .await;
+    assert_eq!(status_of(&app, &bob, &other).await, "paused");
+
+    // Not yet overdue: nothing happens.
+    let report = timeout_waits_once(&pool, &SystemClock).await.unwrap();
+    assert!(report.ran);
+    assert!(report.timed_out.is_empty(), "{report:?}");
+
+    age_wait(&pool, &overdue, 5).await;
+    age_wait(&pool, &bobs, 5).await;
+    let report = timeout_waits_once(&pool, &SystemClock).await.unwrap();
+    let mut ended: Vec<String> = report.timed_out.iter().map(|w| w.to_string()).collect();
+    ended.sort();
+    let mut expected = vec![overdue.clone(), bobs.clone()];
+    expected.sort();
+    assert_eq!(ended, expected, "both tenants' overdue waits, nothing else");
+
+    let path = format!("/api/tasks/{id}/waits/{overdue}");
+    let wait = expect(app.get(&path, &alice), 200).await;
+    assert_eq!(wait["status"], "timeout");
+    assert_eq!(wait["result_message"], "no result within 1 s");
+    assert!(wait["resolved_at"].is_string());
+    let messages = expect(app.get(&format!("/api/tasks/{id}/messages"), &alice), 200).await;
+    let last = messages["items"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last["content"],
+        "[Wait timeout] port 80 open → no result within 1 s"
+    );
+    assert_eq!(last["role"], "system");
+    assert_eq!(last["msg_type"], "wait");
+    let detail = expect(app.get(&format!("/api/tasks/{id}"), &alice), 200).await;
+    assert_eq!(
+        detail["metadata"]["active_wait_ids"],
+        json!([patient, forever]),
+        "the timed-out wait left the active ones"
+    );
+    assert_eq!(detail["metadata"]["last_wait_state"], "timeout");
+    let at = detail["metadata"]["last_wait_event_at"].as_f64().unwrap();
+    assert!((at - Utc::now().timestamp() as f64).abs() < 60.0, "{at}");
+
+    // The other tenant's task got its message and stayed paused.
+    let theirs = expect(app.get(&format!("/api/tasks/{other}/messages"), &bob), 200).await;
+    let last = theirs["items"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last["content"],
+        "[Wait timeout] disk freed → no result within 1 s"
+    );
+    assert_eq!(status_of(&app, &bob, &other).await, "paused");
+
+    // Ended once: the next round has nothing, and resolving it now is 409 saying it timed out.
+    let again = timeout_waits_once(&pool, &SystemClock).await.unwrap();
+    assert!(again.ran && again.timed_out.is_empty(), "{again:?}");
+    let late = expect_problem(
+        app.patch(&path, &alice)
+            .json(&json!({"status": "resolved", "result_message": "port open"})),
+        409,
+    )
+    .await;
+    assert_eq!(late["current_status"], "timeout");
+    assert_eq!(late["timed_out_at"], wait["resolved_at"]);
+    let detail = late["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("timed out") && detail.contains("no result within 1 s"),
+        "{detail}"
+    );
+    let count = expect(app.get(&format!("/api/tasks/{id}/messages"), &alice), 200).await["items"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(
+        count,
+        messages["items"].as_array().unwrap().len(),
+        "no message added"
+    );
+
+    // Two hours on, the hour-long wait times out too; the wait without a timeout never does.
+    let later = FixedClock(Utc::now() + Duration::hours(2));
+    let report = timeout_waits_once(&pool, &later).await.unwrap();
+    assert_eq!(
+        report
+            .timed_out
+            .iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>(),
+        vec![patient.clone()]
+    );
+    let wait = expect(
+        app.get(&format!("/api/tasks/{id}/waits/{forever}"), &alice),
+        200,
+    )
+    .await;
+    assert_eq!(wait["status"], "watching");
+    let detail = expect(app.get(&format!("/api/tasks/{id}"), &alice), 200).await;
+    assert_eq!(detail["metadata"]["active_wait_ids"], json!([forever]));
+
+    // A second replica holding the lock makes this one skip its round.
+    let last_one = new_wait(&app, &alice, &id, "cache warm", json!(1)).await;
+    age_wait(&pool, &last_one, 5).await;
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(WAIT_LOCK_KEY)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let skipped = timeout_waits_once(&pool, &SystemClock).await.unwrap();
+    assert!(!skipped.ran && skipped.timed_out.is_empty());
+    holder.rollback().await.unwrap();
+    let report = timeout_waits_once(&pool, &SystemClock).await.unwrap();
+    assert_eq!(report.timed_out.len(), 1);
 }
 
 async fn status_of(app: &TestApp, token: &str, id: &str) -> String {

@@ -2,8 +2,9 @@
 //! the lifecycle sweeper, and export/import in the `task_memory_bank/<task_id>/` layout.
 //!
 //! Files: `parts.rs` (the TaskStep part model and its checks), `range.rs` (HTTP byte ranges),
-//! `waits.rs` (wait transitions, the resolution message, task metadata), `sweeper.rs` (the
-//! pause/archive decision and its clock), `sweep_job.rs` (the background sweeper), `bundle.rs`
+//! `waits.rs` (wait transitions, the resolution and timeout messages, task metadata), `sweeper.rs`
+//! (the pause/archive decision and its clock), `sweep_job.rs` (the background sweeper),
+//! `timeouts.rs` (the background job ending overdue waits), `bundle.rs`
 //! (the file layout), `export.rs` (files and a deterministic `.tar.gz`), `import.rs` (reading an
 //! archive safely), `transfer.rs` (a bundle from and into the database), `store.rs` (SQL),
 //! `model.rs` (request and response types). Handlers here parse, run one [`Scoped`]
@@ -18,6 +19,7 @@ pub mod range;
 pub mod store;
 pub mod sweep_job;
 pub mod sweeper;
+pub mod timeouts;
 pub mod transfer;
 pub mod waits;
 
@@ -37,7 +39,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Query};
 use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
-use crate::tasks::model::{MsgType, Role};
 use crate::tasks::summary;
 use model::*;
 use parts::Part;
@@ -90,6 +91,12 @@ pub fn check_config(c: &crate::tasks::TasksConfig) -> Result<(), String> {
     }
     if c.sweep_interval_secs > CENTURY {
         return Err("MNEMO_TASKS_SWEEP_INTERVAL_SECS must be at most 100 years".into());
+    }
+    if c.wait_sweep_interval_secs > 24 * 3600 {
+        return Err("MNEMO_TASKS_WAIT_SWEEP_INTERVAL_SECS must be at most 86400 (a day)".into());
+    }
+    if c.stuck_cooldown_secs > 7 * 24 * 3600 {
+        return Err("MNEMO_TASKS_STUCK_COOLDOWN_SECS must be at most 604800 (a week)".into());
     }
     Ok(())
 }
@@ -915,7 +922,8 @@ pub async fn get_wait(
         .ok_or_else(|| ApiError::not_found(format!("task {id} has no wait {wait_id}")))
 }
 
-/// Ends a wait: `resolved`, `timeout`, `cancelled` or `error`, once (409 after). Posts
+/// Ends a wait: `resolved`, `timeout`, `cancelled` or `error`, once (409 after, also for a wait
+/// whose `timeout_seconds` ran out: the wait-timeout job ended it as `timeout`). Posts
 /// `[Wait resolved] <criteria> → <result>` to the task's messages (role system, type wait) and
 /// updates `active_wait_ids`, `last_wait_state`, `last_wait_event_at` in the task metadata.
 #[utoipa::path(patch, path = "/api/tasks/{id}/waits/{wait_id}", tag = "tasks",
@@ -929,7 +937,7 @@ pub async fn get_wait(
         (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or wait for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The wait already ended", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The wait already ended (`current_status`; `timed_out_at` when it timed out)", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
@@ -953,29 +961,55 @@ pub async fn resolve_wait(
         ));
     }
     let mut tx = Scoped::begin(&state.pool, &principal).await?;
-    let mut metadata = store::lock_metadata(&mut tx, id).await?;
+    let metadata = store::lock_metadata(&mut tx, id).await?;
     let wait = store::lock_wait(&mut tx, id, wait_id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("task {id} has no wait {wait_id}")))?;
+    if wait.status == WaitStatus::Timeout {
+        return Err(timed_out(&wait, body.status));
+    }
     waits::transition(wait.status, body.status)?;
     let result = body
         .result_message
         .as_deref()
         .map(str::trim)
         .filter(|m| !m.is_empty());
-    let mut ended = store::end_wait(&mut tx, id, wait_id, body.status, result).await?;
-    let at = ended.resolved_at.unwrap_or(ended.created_at);
-    waits::record_in_metadata(&mut metadata, &wait_id.to_string(), body.status, at);
-    store::save_metadata(&mut tx, id, metadata).await?;
-    let note = waits::resolution_message(&ended.criteria, body.status, result);
-    let (seq, covered, _) =
-        crate::tasks::store::append_message(&mut tx, id, Role::System, MsgType::Wait, &note)
-            .await?
-            .ok_or_else(|| store::task_not_found(id))?;
+    let note = waits::resolution_message(&wait.criteria, body.status, result);
+    let ended =
+        store::finish_wait(&mut tx, id, wait_id, metadata, body.status, result, &note).await?;
     tx.commit().await?;
-    summary::schedule(&state, &principal, id, seq, covered);
-    ended.message_seq = Some(seq);
-    Ok(axum::Json(ended))
+    summary::schedule(
+        &state,
+        &principal,
+        id,
+        ended.message_count,
+        ended.summary_covers,
+    );
+    Ok(axum::Json(ended.wait))
+}
+
+/// 409 for a wait that already timed out: when, and after how long.
+fn timed_out(wait: &Wait, wanted: WaitStatus) -> ApiError {
+    // The form the wait's own `resolved_at` is shown in.
+    let at = wait
+        .resolved_at
+        .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
+    let when = at
+        .as_deref()
+        .map(|at| format!(" at {at}"))
+        .unwrap_or_default();
+    let how = wait
+        .result_message
+        .as_deref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    ApiError::conflict(format!(
+        "the wait timed out{when}{how}; it cannot change to {}",
+        wanted.as_str()
+    ))
+    .with("current_status", WaitStatus::Timeout.as_str())
+    .with("timed_out_at", at)
+    .with("allowed", Vec::<String>::new())
 }
 
 // ---------------------------------------------------------------------------------------------

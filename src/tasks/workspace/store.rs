@@ -627,17 +627,32 @@ impl From<WaitRow> for Wait {
 const WAIT_COLUMNS: &str = "id, task_id, target_type, target_id, criteria, timeout_seconds, \
     poll_interval, status, result_message, created_at, resolved_at";
 
+/// The task's metadata and coarse status, its row locked until the transaction ends; `None`
+/// when there is no task.
+pub async fn metadata_for_update(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+) -> Result<Option<(Map<String, Value>, String)>, sqlx::Error> {
+    let row: Option<(Value, String)> =
+        sqlx::query_as("SELECT metadata, status FROM tasks WHERE id = $1 FOR UPDATE")
+            .bind(task_id)
+            .fetch_optional(tx)
+            .await?;
+    Ok(row.map(|(metadata, status)| {
+        let map = match metadata {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        (map, status)
+    }))
+}
+
 /// The task's metadata, its row locked until the transaction ends; 404 when there is no task.
 pub async fn lock_metadata(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<Map<String, Value>> {
-    let metadata: Value = sqlx::query_scalar("SELECT metadata FROM tasks WHERE id = $1 FOR UPDATE")
-        .bind(task_id)
-        .fetch_optional(tx)
+    metadata_for_update(tx, task_id)
         .await?
-        .ok_or_else(|| task_not_found(task_id))?;
-    Ok(match metadata {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    })
+        .map(|(metadata, _)| metadata)
+        .ok_or_else(|| task_not_found(task_id))
 }
 
 /// Writes the task's metadata and moves `lastUpdatedAt`.
@@ -728,6 +743,49 @@ pub async fn end_wait(
     .fetch_one(tx)
     .await?;
     Ok(row.into())
+}
+
+/// What ending a wait did: the ended wait (with `message_seq`), and the task's message count
+/// after the note and how many of its messages the running summary covers.
+#[derive(Debug, Clone)]
+pub struct WaitEnd {
+    pub wait: Wait,
+    pub message_count: i32,
+    pub summary_covers: i32,
+}
+
+/// Ends a watching wait as `status` and records it: the wait row, the task metadata
+/// (`active_wait_ids`, `last_wait_state`, `last_wait_event_at`) and `note` as a system message of
+/// type wait. The caller holds the task's row lock (`metadata` was read under it) and has checked
+/// the wait is still watching. The one path for a client's resolution and for a timeout.
+pub async fn finish_wait(
+    tx: &mut PgConnection,
+    task_id: Uuid,
+    wait_id: Uuid,
+    mut metadata: Map<String, Value>,
+    status: WaitStatus,
+    result_message: Option<&str>,
+    note: &str,
+) -> Result<WaitEnd, sqlx::Error> {
+    let mut wait = end_wait(&mut *tx, task_id, wait_id, status, result_message).await?;
+    let at = wait.resolved_at.unwrap_or(wait.created_at);
+    super::waits::record_in_metadata(&mut metadata, &wait_id.to_string(), status, at);
+    save_metadata(&mut *tx, task_id, metadata).await?;
+    let (seq, covered, _) = crate::tasks::store::append_message(
+        &mut *tx,
+        task_id,
+        crate::tasks::model::Role::System,
+        crate::tasks::model::MsgType::Wait,
+        note,
+    )
+    .await?
+    .ok_or(sqlx::Error::RowNotFound)?;
+    wait.message_seq = Some(seq);
+    Ok(WaitEnd {
+        wait,
+        message_count: seq,
+        summary_covers: covered,
+    })
 }
 
 pub async fn waits_after(

@@ -29,7 +29,11 @@ pub struct SweepReport {
     pub archived: Vec<Uuid>,
 }
 
-async fn act_as(tx: &mut PgConnection, tenant: &str, user: &str) -> Result<(), sqlx::Error> {
+pub(super) async fn act_as(
+    tx: &mut PgConnection,
+    tenant: &str,
+    user: &str,
+) -> Result<(), sqlx::Error> {
     sqlx::query("SELECT set_config('mnemo.tenant', $1, true), set_config('mnemo.user', $2, true)")
         .bind(tenant)
         .bind(user)

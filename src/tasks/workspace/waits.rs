@@ -1,6 +1,7 @@
 //! Smart-wait jobs linked to a task: a wait starts `watching` and ends once, as `resolved`,
 //! `timeout`, `cancelled` or `error`. Its end posts `[Wait resolved] <criteria> → <result>` to the
-//! task's messages, and the task metadata keeps `active_wait_ids`, `last_wait_state` and
+//! task's messages (`[Wait timeout] …` when its `timeout_seconds` ran out and the wait-timeout job
+//! ended it), and the task metadata keeps `active_wait_ids`, `last_wait_state` and
 //! `last_wait_event_at` (epoch seconds, as the task metadata stores them).
 
 use chrono::{DateTime, Utc};
@@ -83,6 +84,32 @@ pub fn resolution_message(
         _ => status.as_str(),
     };
     format!("[Wait resolved] {criteria} → {result}")
+}
+
+/// The `result_message` of a wait whose timeout ran out: `no result within 10 min`.
+pub fn timeout_result(timeout_seconds: i64) -> String {
+    let waited = chrono::Duration::try_seconds(timeout_seconds).unwrap_or(chrono::Duration::MAX);
+    format!("no result within {}", super::sweeper::describe(waited))
+}
+
+/// The message posted when a wait's timeout ran out: `[Wait timeout] <criteria> → <result>`.
+pub fn timeout_message(criteria: &str, result: &str) -> String {
+    format!("[Wait timeout] {criteria} → {result}")
+}
+
+/// True once a watching wait created at `created_at` with `timeout_seconds` is past its timeout
+/// at `now` (exactly the timeout is not past it). Waits without a timeout never are.
+pub fn is_overdue(
+    created_at: DateTime<Utc>,
+    timeout_seconds: Option<i64>,
+    now: DateTime<Utc>,
+) -> bool {
+    let Some(timeout) = timeout_seconds else {
+        return false;
+    };
+    chrono::Duration::try_seconds(timeout)
+        .and_then(|t| created_at.checked_add_signed(t))
+        .is_some_and(|deadline| now > deadline)
 }
 
 /// Seconds since the epoch with millisecond precision, as the task metadata keeps `last_wait_event_at`.
@@ -201,6 +228,25 @@ mod tests {
             resolution_message("x", WaitStatus::Error, Some("  ")),
             "[Wait resolved] x → error"
         );
+    }
+
+    #[test]
+    fn timeouts_read_well_and_count_from_creation() {
+        assert_eq!(timeout_result(600), "no result within 10 min");
+        assert_eq!(timeout_result(1), "no result within 1 s");
+        assert_eq!(
+            timeout_message("port 80 open", &timeout_result(7200)),
+            "[Wait timeout] port 80 open → no result within 2 h"
+        );
+        // A timeout past what a duration holds still reads, and never runs out.
+        assert!(timeout_result(i64::MAX).starts_with("no result within"));
+        let t0 = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap();
+        let later = |s| t0 + chrono::Duration::seconds(s);
+        assert!(!is_overdue(t0, Some(60), later(59)));
+        assert!(!is_overdue(t0, Some(60), later(60)));
+        assert!(is_overdue(t0, Some(60), later(61)));
+        assert!(!is_overdue(t0, None, later(1_000_000)));
+        assert!(!is_overdue(t0, Some(i64::MAX), later(1_000_000)));
     }
 
     #[test]

@@ -1,0 +1,138 @@
+//! The wait-timeout job: a watching wait whose `timeout_seconds` ran out ends as `timeout`, with
+//! the `[Wait timeout] <criteria> → no result within …` message and the task metadata
+//! (`active_wait_ids`, `last_wait_state`, `last_wait_event_at`) recorded exactly as a client's
+//! resolution records them ([`store::finish_wait`]).
+//!
+//! Like the lifecycle sweeper it works across tenants on a path of its own: one transaction as
+//! `mnemo_app` with `mnemo.sweeper = 'on'` (a policy of migration 0011 honours it for reading
+//! `task_waits`), each wait ended under its own tenant and user, and a transaction-level advisory
+//! lock of its own so that concurrent replicas skip a round instead of doing it twice. The wait is
+//! re-read under its task's row lock, so a client's resolution racing the job ends it once.
+//!
+//! A timeout does not wake a paused task: the job's own update of the task would resume it (see
+//! migration 0006), so a task paused before keeps its status.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::store;
+use super::sweep_job::act_as;
+use super::sweeper::{Clock, SystemClock};
+use super::waits::{self, WaitStatus};
+use crate::state::AppState;
+
+/// Key of the advisory lock (an arbitrary constant: "mnemowai").
+pub const LOCK_KEY: i64 = 0x6d6e_656d_6f77_6169;
+/// Most waits one round ends; the next round takes the rest.
+const BATCH: i64 = 1000;
+
+/// What a round did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TimeoutReport {
+    /// False when another replica held the lock.
+    pub ran: bool,
+    /// The waits that ended as `timeout`, oldest first.
+    pub timed_out: Vec<Uuid>,
+}
+
+/// One round at the clock's "now": ends every watching wait created more than its
+/// `timeout_seconds` before it.
+pub async fn timeout_waits_once(
+    pool: &PgPool,
+    clock: &dyn Clock,
+) -> Result<TimeoutReport, sqlx::Error> {
+    let now = clock.now();
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "SELECT set_config('role', 'mnemo_app', true), set_config('mnemo.sweeper', 'on', true)",
+    )
+    .execute(&mut *tx)
+    .await?;
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+        .bind(LOCK_KEY)
+        .fetch_one(&mut *tx)
+        .await?;
+    if !locked {
+        return Ok(TimeoutReport::default());
+    }
+    let mut report = TimeoutReport {
+        ran: true,
+        ..TimeoutReport::default()
+    };
+    // The elapsed seconds are compared, not a deadline computed in SQL: a huge timeout cannot
+    // overflow a timestamp this way.
+    let due: Vec<(String, String, Uuid, Uuid)> = sqlx::query_as(
+        "SELECT tenant_id, user_id, task_id, id FROM task_waits
+         WHERE status = 'watching' AND timeout_seconds IS NOT NULL AND created_at < $1
+           AND extract(epoch FROM $1 - created_at) > timeout_seconds
+         ORDER BY created_at, id LIMIT $2",
+    )
+    .bind(now)
+    .bind(BATCH)
+    .fetch_all(&mut *tx)
+    .await?;
+    for (tenant, user, task_id, wait_id) in due {
+        act_as(&mut tx, &tenant, &user).await?;
+        let Some((metadata, status)) = store::metadata_for_update(&mut tx, task_id).await? else {
+            continue;
+        };
+        let Some(wait) = store::lock_wait(&mut tx, task_id, wait_id).await? else {
+            continue;
+        };
+        // Ended meanwhile (a client's resolution), or not overdue after all.
+        if wait.status != WaitStatus::Watching
+            || !waits::is_overdue(wait.created_at, wait.timeout_seconds, now)
+        {
+            continue;
+        }
+        let result = waits::timeout_result(wait.timeout_seconds.unwrap_or_default());
+        let note = waits::timeout_message(&wait.criteria, &result);
+        store::finish_wait(
+            &mut tx,
+            task_id,
+            wait_id,
+            metadata,
+            WaitStatus::Timeout,
+            Some(&result),
+            &note,
+        )
+        .await?;
+        if status == "paused" {
+            // The update above resumed it (the resume-on-update trigger); it was not the client's.
+            sqlx::query("UPDATE tasks SET status = 'paused' WHERE id = $1 AND status = 'active'")
+                .bind(task_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        report.timed_out.push(wait_id);
+    }
+    act_as(&mut tx, "", "").await?;
+    tx.commit().await?;
+    Ok(report)
+}
+
+/// Runs [`timeout_waits_once`] every `MNEMO_TASKS_WAIT_SWEEP_INTERVAL_SECS` on the wall clock
+/// until the runtime stops. A zero interval disables the job in this process.
+pub fn spawn(state: &AppState) {
+    let interval = state.config.tasks.wait_sweep_interval_secs;
+    if interval == 0 {
+        return;
+    }
+    let pool = state.pool.clone();
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_secs(interval));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            match timeout_waits_once(&pool, &SystemClock).await {
+                Ok(report) if !report.timed_out.is_empty() => {
+                    tracing::info!(timed_out = report.timed_out.len(), "wait timeouts");
+                }
+                Ok(_) => {}
+                Err(err) => tracing::warn!(error = %err, "wait-timeout round failed"),
+            }
+        }
+    });
+}
