@@ -133,6 +133,7 @@ pub enum Order {
 #[into_params(parameter_in = Query)]
 pub struct MessageQuery {
     /// `asc` (oldest first, default) or `desc`.
+    #[param(inline)]
     pub order: Option<Order>,
     /// Page size, 1..=500 (default 100).
     pub limit: Option<i64>,

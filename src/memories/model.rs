@@ -280,6 +280,7 @@ pub struct GrepResult {
 /// Filters of a search.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = MemorySearchFilters)]
 pub struct SearchFilters {
     #[serde(default)]
     pub agent_id: Option<String>,
@@ -303,6 +304,7 @@ pub struct SearchFilters {
 /// Body of `POST /api/memories/search`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = MemorySearchRequest)]
 pub struct SearchRequest {
     /// A question or keywords (1 to 1000 characters). Words and `"quoted phrases"` are ORed
     /// (a memory matching more of them, and rarer ones, ranks higher); `-word` excludes. Any
@@ -321,6 +323,7 @@ pub struct SearchRequest {
 
 /// One search hit.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = MemorySearchHit)]
 pub struct SearchHit {
     pub memory_key: String,
     pub placeholder: String,
@@ -356,6 +359,7 @@ pub struct SearchHit {
 
 /// Answer of a search.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = MemorySearchResults)]
 pub struct SearchResults {
     /// The mode that ranked the hits.
     pub mode: SearchMode,

@@ -9,10 +9,12 @@ use uuid::Uuid;
 use super::digest::Digest;
 use super::lifecycle::{Phase, Status};
 
+/// An enum stored and sent as text. Its schema is written from the same texts serde uses, so the
+/// document lists exactly the values on the wire.
 macro_rules! text_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    ($(#[doc = $doc:literal])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[doc = $doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
         pub enum $name {
             $(#[serde(rename = $text)] $variant),+
         }
@@ -24,6 +26,24 @@ macro_rules! text_enum {
 
             pub fn parse(text: &str) -> Option<Self> {
                 match text { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                let doc: &[&str] = &[$($doc),*];
+                let description = doc.iter().map(|line| line.trim()).collect::<Vec<_>>().join("\n");
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .description((!description.is_empty()).then_some(description))
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        impl ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(stringify!($name))
             }
         }
     };
@@ -455,6 +475,7 @@ pub struct TaskPage {
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = TaskMessage)]
 pub struct Message {
     pub seq: i32,
     pub role: Role,
@@ -466,6 +487,7 @@ pub struct Message {
 /// A message to append to a task's history.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = NewTaskMessage)]
 pub struct NewMessage {
     /// Default `agent`.
     #[serde(default)]
@@ -477,6 +499,7 @@ pub struct NewMessage {
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = TaskMessagePage)]
 pub struct MessagePage {
     pub items: Vec<Message>,
     pub next_cursor: Option<String>,

@@ -100,6 +100,7 @@ pub struct PageQuery {
 /// A full-text search over task history.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = TaskSearchRequest)]
 pub struct SearchRequest {
     /// Web-search syntax: words, `"phrases"`, `or`, `-excluded`.
     pub query: String,
@@ -136,6 +137,7 @@ impl HitSource {
 
 /// One search hit.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = TaskSearchHit)]
 pub struct SearchHit {
     pub task_id: Uuid,
     pub source: HitSource,
@@ -157,6 +159,7 @@ pub struct SearchHit {
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = TaskSearchPage)]
 pub struct SearchPage {
     /// Best first.
     pub hits: Vec<SearchHit>,
