@@ -17,7 +17,7 @@ mod search;
 pub mod store;
 mod tokens;
 
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -30,7 +30,7 @@ use utoipa_axum::routes;
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult, Problem};
-use crate::extract::{Json, Query, parse_json, too_large};
+use crate::extract::{Json, Path, Query, parse_json, too_large};
 use crate::state::AppState;
 use model::{
     CaptureInput, CaptureResult, DeleteQuery, GrepQuery, GrepResult, ListQuery, MemoryInput,

@@ -10,7 +10,7 @@ pub mod operations;
 pub mod sections;
 pub mod store;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use clap::Args;
@@ -20,7 +20,7 @@ use utoipa_axum::routes;
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Query};
+use crate::extract::{Json, Path, Query};
 use crate::state::AppState;
 use model::{
     Notes, NotesOperationRequest, NotesOperationResponse, Operation, PutNotes, Revision,

@@ -14,7 +14,7 @@ pub mod store;
 pub mod summary;
 pub mod workspace;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use clap::Args;
 use serde_json::{Map, Value, json};
@@ -25,7 +25,7 @@ use uuid::Uuid;
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Query};
+use crate::extract::{Json, Path, Query};
 use crate::state::AppState;
 use lifecycle::{Change, Illegal, Phase, Stamps, Status};
 use model::*;

@@ -22,7 +22,7 @@ pub mod transfer;
 pub mod waits;
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
@@ -34,7 +34,7 @@ use uuid::Uuid;
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Query};
+use crate::extract::{Json, Path, Query};
 use crate::state::AppState;
 use crate::tasks::model::{MsgType, Role};
 use crate::tasks::summary;
