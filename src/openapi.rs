@@ -1,4 +1,9 @@
 //! The OpenAPI document, derived from the routes actually served (see [`crate::http::api`]).
+//!
+//! Schemas carry the limits the handlers enforce (lengths, ranges, item counts, non-empty rules).
+//! A text that must not be blank nor hold control characters has the pattern
+//! `^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$`; one that must only not
+//! be blank has `\S`. Limits that depend on settings are documented with their defaults.
 
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{Operation, ParameterIn};
@@ -13,7 +18,9 @@ use utoipa::{Modify, OpenApi};
         title = "mnemo",
         description = "Memory service for LLM agents: detail memory referenced by placeholders, \
 long-term notes, conversation history and task memory. Every route under `/api` needs \
-`Authorization: Bearer <JWT>`; errors are `application/problem+json` (RFC 9457).",
+`Authorization: Bearer <JWT>`; errors are `application/problem+json` (RFC 9457). No string \
+may hold the NUL character (U+0000) and every JSON number must lie within ±1e300 (so that it \
+reads back as written): either is 422 naming the field.",
         license(name = "Apache-2.0")
     ),
     modifiers(&BearerAuth),
@@ -63,6 +70,15 @@ impl utoipa::PartialSchema for Binary {
 }
 
 impl utoipa::ToSchema for Binary {}
+
+/// A schema written out as JSON, for shapes the derive cannot express (unions of forms). The
+/// JSON must be a schema utoipa reads back as written; `schema_json_reads_back` tests each use.
+pub fn json_schema(value: serde_json::Value) -> RefOr<utoipa::openapi::schema::Schema> {
+    serde_json::from_value(value).unwrap_or_else(|err| {
+        tracing::error!(error = %err, "a hand-written schema does not parse");
+        RefOr::T(ObjectBuilder::new().into())
+    })
+}
 
 /// Splits the documented routes into the router and its document, with the answers of the
 /// layers every route shares (see [`complete`]).

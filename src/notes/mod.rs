@@ -154,8 +154,8 @@ async fn run(
 /// `If-None-Match` with the current ETag answers 304.
 #[utoipa::path(get, path = "/api/agents/{agent_name}/notes", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
-        ("If-None-Match" = Option<String>, Header, description = "An ETag from an earlier read; 304 when unchanged"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
+        ("If-None-Match" = Option<String>, Header, description = "An ETag from an earlier read; 304 when unchanged", nullable = false),
     ),
     responses(
         (status = 200, description = "The notes", body = Notes,
@@ -210,8 +210,8 @@ pub async fn get_notes(
 /// `attempted_bytes` and `max_bytes`; nothing is written.
 #[utoipa::path(put, path = "/api/agents/{agent_name}/notes", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
-        ("If-Match" = Option<String>, Header, description = "The version the change is based on (the ETag); 412 when stale"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
+        ("If-Match" = Option<String>, Header, description = "The version the change is based on (the ETag); 412 when stale", nullable = false, pattern = r#"^(\*|(W/)?("[0-9]{1,18}"|[0-9]{1,18}))$"#),
     ),
     request_body = PutNotes,
     responses(
@@ -247,8 +247,8 @@ pub async fn put_notes(
 /// The version goes up by one and the old text stays in the revisions. `If-Match` as for PUT.
 #[utoipa::path(delete, path = "/api/agents/{agent_name}/notes", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
-        ("If-Match" = Option<String>, Header, description = "The version the change is based on (the ETag); 412 when stale"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
+        ("If-Match" = Option<String>, Header, description = "The version the change is based on (the ETag); 412 when stale", nullable = false, pattern = r#"^(\*|(W/)?("[0-9]{1,18}"|[0-9]{1,18}))$"#),
     ),
     responses(
         (status = 200, description = "Cleared; the new version", body = NotesOperationResponse,
@@ -304,8 +304,8 @@ pub async fn delete_notes(
 /// (nothing written); a stale `If-Match` on a write: 412 with `current_version`.
 #[utoipa::path(post, path = "/api/agents/{agent_name}/notes/operations", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
-        ("If-Match" = Option<String>, Header, description = "For writes: the version the change is based on (the ETag); 412 when stale. Ignored by `read`."),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
+        ("If-Match" = Option<String>, Header, description = "For writes: the version the change is based on (the ETag); 412 when stale. Ignored by `read`.", nullable = false, pattern = r#"^(\*|(W/)?("[0-9]{1,18}"|[0-9]{1,18}))$"#),
     ),
     request_body = NotesOperationRequest,
     responses(
@@ -339,7 +339,7 @@ pub async fn notes_operation(
 /// `MNEMO_NOTES_REVISIONS_KEPT` (default 100) are kept. Never-written notes have none (empty list).
 #[utoipa::path(get, path = "/api/agents/{agent_name}/notes/revisions", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
         RevisionListQuery,
     ),
     responses(
@@ -387,7 +387,7 @@ pub async fn list_revisions(
 /// Read one kept revision: the notes as that version left them.
 #[utoipa::path(get, path = "/api/agents/{agent_name}/notes/revisions/{version}", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
         ("version" = i64, Path, description = "The version"),
     ),
     responses(
@@ -417,9 +417,9 @@ pub async fn get_revision(
 /// `If-Match` and the size cap apply as for any write.
 #[utoipa::path(post, path = "/api/agents/{agent_name}/notes/revisions/{version}/restore", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
         ("version" = i64, Path, description = "The version to restore"),
-        ("If-Match" = Option<String>, Header, description = "The current version (the ETag); 412 when stale"),
+        ("If-Match" = Option<String>, Header, description = "The current version (the ETag); 412 when stale", nullable = false, pattern = r#"^(\*|(W/)?("[0-9]{1,18}"|[0-9]{1,18}))$"#),
     ),
     responses(
         (status = 200, description = "Restored; the new version", body = NotesOperationResponse,
