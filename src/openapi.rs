@@ -188,8 +188,8 @@ impl Shared {
 }
 
 /// Adds the answers of the layers every route shares to each operation that lacks them: every
-/// route may time out (408); one under bearer auth may be 401, 403 (a missing scope), 429 (fair
-/// use) and 503 (database unavailable); one with path or query parameters 422 (a parameter of the
+/// route may time out (408), every API route may find the database unavailable (503); one under
+/// bearer auth may be 401, 403 (a missing scope) and 429 (fair use); one with path or query parameters 422 (a parameter of the
 /// wrong type); one with a body 400 (unreadable) and 413 (too large), a JSON body also 415 and 422.
 /// An operation's own description of a status is kept.
 pub fn complete(spec: &mut utoipa::openapi::OpenApi) {
@@ -226,8 +226,12 @@ pub fn complete(spec: &mut utoipa::openapi::OpenApi) {
 
 fn complete_operation(path: &str, operation: &mut Operation) {
     let mut shared = vec![&TIMEOUT];
+    // Every API route reads or writes the database (the beacon too, which has no bearer header).
+    if path.starts_with("/api/") {
+        shared.push(&UNAVAILABLE);
+    }
     if operation.security.as_ref().is_some_and(|s| !s.is_empty()) {
-        shared.extend([&UNAUTHORIZED, &TOO_MANY, &UNAVAILABLE]);
+        shared.extend([&UNAUTHORIZED, &TOO_MANY]);
         // Every bearer route but the identity check needs a scope.
         if path != "/api/me" {
             shared.push(&FORBIDDEN);
