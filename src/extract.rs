@@ -264,6 +264,69 @@ where
     }
 }
 
+/// Path-parameter extractor: a segment that does not parse as its parameter's type (a task id
+/// that is no UUID, a version past the integer range) is 422 naming the parameter.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Path<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for Path<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Path(value)),
+            Err(rejection) => {
+                let template = parts
+                    .extensions
+                    .get::<axum::extract::MatchedPath>()
+                    .map(|p| p.as_str().to_owned())
+                    .unwrap_or_default();
+                Err(path_rejection(&template, rejection))
+            }
+        }
+    }
+}
+
+/// The names of the parameters of a route template (`/api/tasks/{id}/waits/{wait_id}`), in order.
+fn template_params(template: &str) -> Vec<&str> {
+    template
+        .split('/')
+        .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| name.trim_start_matches('*'))
+        .collect()
+}
+
+fn path_rejection(template: &str, rejection: axum::extract::rejection::PathRejection) -> ApiError {
+    use axum::extract::path::ErrorKind;
+    use axum::extract::rejection::PathRejection;
+    let PathRejection::FailedToDeserializePathParams(failed) = rejection else {
+        return ApiError::Internal(anyhow::anyhow!("path parameters missing: {rejection}"));
+    };
+    let names = template_params(template);
+    let nth = |i: usize| names.get(i).map_or_else(String::new, |n| (*n).to_owned());
+    let name = match failed.kind() {
+        ErrorKind::ParseErrorAtKey { key, .. }
+        | ErrorKind::DeserializeError { key, .. }
+        | ErrorKind::InvalidUtf8InPathParam { key } => key.clone(),
+        ErrorKind::ParseErrorAtIndex { index, .. } => nth(*index),
+        ErrorKind::ParseError { .. } => nth(0),
+        ErrorKind::Message(_) if names.len() == 1 => nth(0),
+        ErrorKind::Message(_) => String::new(),
+        // A route and its handler disagree: a bug, not the client's doing.
+        other => return ApiError::Internal(anyhow::anyhow!("path extraction failed: {other}")),
+    };
+    let detail = if name.is_empty() {
+        format!("a path parameter is not valid: {}", failed.kind())
+    } else {
+        format!("path parameter `{name}` is not valid: {}", failed.kind())
+    };
+    ApiError::invalid(name, detail)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,6 +345,15 @@ mod tests {
     fn status_and_field(err: ApiError) -> (u16, Option<String>) {
         let field = err.field().map(str::to_owned);
         (err.status_code().as_u16(), field)
+    }
+
+    #[test]
+    fn template_parameters_in_order() {
+        assert_eq!(
+            template_params("/api/tasks/{id}/waits/{wait_id}"),
+            vec!["id", "wait_id"]
+        );
+        assert!(template_params("/api/tasks").is_empty());
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub fn api() -> OpenApiRouter<AppState> {
 
 /// The complete application: API routes, Swagger UI at `/docs`, the spec at `/openapi.json`.
 pub fn app(state: AppState) -> Router {
-    let (router, spec) = api().split_for_parts();
+    let (router, spec) = crate::openapi::split(api());
     layered(
         router.merge(SwaggerUi::new("/docs").url("/openapi.json", spec)),
         state,

@@ -67,12 +67,15 @@ pub struct RecallFilters {
 #[serde(deny_unknown_fields)]
 pub struct RecallRequest {
     /// A question or keywords (1 to 1000 characters).
+    #[schema(min_length = 1, max_length = 1000, pattern = r"\S")]
     pub query: String,
     /// Kinds to search (default all): `memory`, `message`, `note`, `task`.
     #[serde(default)]
+    #[schema(min_items = 1)]
     pub kinds: Option<Vec<Kind>>,
     /// Hits to return (1 to 50, default 10).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 50)]
     pub limit: Option<u32>,
     /// `keyword`, `semantic` or `hybrid` for memories and messages; default `hybrid` with an
     /// embedder, else `keyword`. Notes and task history are ranked by words in every mode.

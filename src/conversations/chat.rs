@@ -182,6 +182,14 @@ fn turn_view(
 pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) -> ApiResult<Turn> {
     let session_id = batch::session_or_new(req.session_id.as_deref())?;
     let agent = batch::agent(req.agent_id.as_deref())?;
+    // The agent's long-term notes go into the context, so it must be a valid notes agent name.
+    crate::notes::operations::validate_agent_name(&agent).map_err(|_| {
+        ApiError::invalid(
+            "agent_id",
+            "`agent_id` names the agent whose notes are read: 1 to 64 characters from A-Z, a-z, \
+             0-9, `.`, `_` and `-`",
+        )
+    })?;
     let incoming = req.new_messages.unwrap_or_default();
     let batch = batch::validate(
         "new_messages",

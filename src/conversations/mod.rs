@@ -15,7 +15,7 @@ pub mod transfer;
 pub mod window;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -33,7 +33,7 @@ use self::model::{
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Query, parse_json};
+use crate::extract::{Json, Path, Query, parse_json};
 use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
 

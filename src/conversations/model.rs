@@ -22,7 +22,13 @@ pub enum Sender {
 /// `timestamp` are required unless `deleted` is true.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct IncomingMessage {
-    /// The client's id for the message; unique within its session.
+    /// The client's id for the message; unique within its session. Not blank, at most 256 bytes,
+    /// no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub id: String,
     #[serde(default)]
     pub text: Option<String>,
@@ -48,12 +54,19 @@ pub struct ArchiveRequest {
     /// The chat session (client-generated, e.g. a UUID). Absent: the server makes one (a UUIDv7)
     /// and returns it; send it with the later batches of the conversation.
     #[serde(default)]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")]
     pub session_id: Option<String>,
-    /// The messages; re-sending messages already stored is expected and harmless.
+    /// The messages; re-sending messages already stored is expected and harmless. At most
+    /// `MNEMO_ARCHIVE_MAX_MESSAGES` (default 500); more is 413.
     #[serde(default)]
+    #[schema(value_type = Vec<IncomingMessage>, required = true, max_items = 500)]
     pub messages_batch: Option<Vec<IncomingMessage>>,
     /// The agent the session talks to; default `assistant`. Used when the session is created.
     #[serde(default)]
+    #[schema(
+        max_length = 256,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub agent_id: Option<String>,
 }
 
@@ -64,10 +77,17 @@ pub struct BeaconRequest {
     pub access_token: String,
     /// The chat session; absent: the server makes one and returns it.
     #[serde(default)]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")]
     pub session_id: Option<String>,
+    /// As in the archive request: at most `MNEMO_ARCHIVE_MAX_MESSAGES` (default 500).
     #[serde(default)]
+    #[schema(value_type = Vec<IncomingMessage>, required = true, max_items = 500)]
     pub messages_batch: Option<Vec<IncomingMessage>>,
     #[serde(default)]
+    #[schema(
+        max_length = 256,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub agent_id: Option<String>,
 }
 
@@ -150,6 +170,7 @@ pub struct SessionQuery {
     /// Only sessions with this agent.
     pub agent_id: Option<String>,
     /// Page size, 1..=200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -168,8 +189,10 @@ pub enum Order {
 #[into_params(parameter_in = Query)]
 pub struct MessageQuery {
     /// `asc` (oldest first, default) or `desc`.
+    #[param(inline)]
     pub order: Option<Order>,
     /// Page size, 1..=500 (default 100).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page (same `order`).
     pub cursor: Option<String>,
@@ -180,12 +203,17 @@ pub struct MessageQuery {
 pub struct ChatRequest {
     /// The chat session. Absent: the server makes one (a UUIDv7) and returns it.
     #[serde(default)]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")]
     pub session_id: Option<String>,
-    /// The messages of this turn (normally the user's new message); stored in the session.
+    /// The messages of this turn (normally the user's new message); stored in the session. At
+    /// most `MNEMO_ARCHIVE_MAX_MESSAGES` (default 500); more is 413.
     #[serde(default)]
+    #[schema(max_items = 500)]
     pub new_messages: Option<Vec<IncomingMessage>>,
-    /// The agent whose long-term notes and session this is; default `assistant`.
+    /// The agent whose long-term notes and session this is: 1 to 64 of `[A-Za-z0-9._-]`;
+    /// default `assistant`.
     #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9._-]{1,64}$")]
     pub agent_id: Option<String>,
 }
 

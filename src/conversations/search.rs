@@ -19,12 +19,15 @@ use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours
 pub struct ChatSearchRequest {
     /// A question or keywords (1 to 1000 characters); words and `"phrases"` are ORed, `-word`
     /// excludes.
+    #[schema(min_length = 1, max_length = 1000, pattern = r"\S")]
     pub query: String,
     /// Only this session.
     #[serde(default)]
+    #[schema(max_length = 256)]
     pub session_id: Option<String>,
     /// Only sessions with this agent.
     #[serde(default)]
+    #[schema(max_length = 256)]
     pub agent_id: Option<String>,
     /// Only messages written at or after this time (RFC 3339).
     #[serde(default)]
@@ -34,6 +37,7 @@ pub struct ChatSearchRequest {
     pub before: Option<DateTime<Utc>>,
     /// Hits to return (1 to 100, default 10).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
     /// `keyword`, `semantic` or `hybrid`; default `hybrid` with an embedder, else `keyword`.
     #[serde(default)]

@@ -18,7 +18,7 @@ pub mod store;
 mod tokens;
 pub mod transfer;
 
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -31,7 +31,7 @@ use utoipa_axum::routes;
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult, Problem};
-use crate::extract::{Json, Query, parse_json, too_large};
+use crate::extract::{Json, Path, Query, parse_json, too_large};
 use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
 use model::{
@@ -219,7 +219,7 @@ pub async fn create_memory(
 /// 200 `replaced` (the new version replaces the old; `previous` describes it). A soft-deleted
 /// memory is reactivated by any change.
 #[utoipa::path(put, path = "/api/memories/{key}", tag = "memories",
-    params(("key" = String, Path, description = "Memory key: 1 to 128 of `[A-Za-z0-9._:-]`")),
+    params(("key" = String, Path, description = "Memory key: 1 to 128 of `[A-Za-z0-9._:-]`", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$")),
     request_body = MemoryInput,
     responses(
         (status = 200, description = "Unchanged, updated or replaced (`status`)", body = StoredMemory),
@@ -317,7 +317,7 @@ fn raw_page(page: MemoryPage) -> Response {
 /// empty slice with the totals. `Accept: text/plain` returns the raw slice with `X-Memory-Range`
 /// (`bytes start-end/size`), `X-Memory-Lines` and `X-Memory-Next` (query string) headers.
 #[utoipa::path(get, path = "/api/memories/{key}", tag = "memories",
-    params(("key" = String, Path, description = "Memory key"), PageQuery),
+    params(("key" = String, Path, description = "Memory key: 1 to 128 of `[A-Za-z0-9._:-]`", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$"), PageQuery),
     responses(
         (status = 200, description = "The page", content(
             (MemoryPage = "application/json"),
@@ -362,7 +362,7 @@ pub async fn get_memory(
 /// `pattern` is a Rust `regex` (linear time, no backtracking; compiled size bounded); a bad
 /// pattern is 422. All matches are counted; at most `max_matches` are returned (`truncated`).
 #[utoipa::path(get, path = "/api/memories/{key}/grep", tag = "memories",
-    params(("key" = String, Path, description = "Memory key"), GrepQuery),
+    params(("key" = String, Path, description = "Memory key: 1 to 128 of `[A-Za-z0-9._:-]`", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$"), GrepQuery),
     responses(
         (status = 200, description = "Matches", body = GrepResult),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
@@ -444,7 +444,7 @@ pub async fn search_memories(
 /// Delete a memory: soft by default (hidden from list and search, readable with
 /// `include_inactive=true`), `hard=true` removes it and its content.
 #[utoipa::path(delete, path = "/api/memories/{key}", tag = "memories",
-    params(("key" = String, Path, description = "Memory key"), DeleteQuery),
+    params(("key" = String, Path, description = "Memory key: 1 to 128 of `[A-Za-z0-9._:-]`", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$"), DeleteQuery),
     responses(
         (status = 204, description = "Deleted"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),

@@ -13,25 +13,43 @@ use crate::search::SearchMode;
 pub struct MemoryInput {
     /// The full output to keep (logs, file contents, query results, ...). Not empty; at most
     /// `MNEMO_MEMORY_MAX_BYTES` bytes.
+    #[schema(min_length = 1)]
     pub content: String,
     /// Short description used as the summary in the placeholder; when absent a deterministic
     /// summary is made from the content.
     #[serde(default)]
+    #[schema(
+        max_length = 4000,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub description: Option<String>,
     /// Free text such as `command_output`, `file_content`, `user_preference` (default `text`).
     /// Also accepted as `type`; sending both is 422.
     #[serde(default, alias = "type")]
+    #[schema(
+        max_length = 64,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub memory_type: Option<String>,
     #[serde(default)]
+    #[schema(
+        max_length = 256,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub agent_id: Option<String>,
     #[serde(default)]
+    #[schema(
+        max_length = 256,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub thread_id: Option<String>,
     /// Readable key (`[A-Za-z0-9._:-]`, at most 128); generated when absent. With PUT the path
     /// names the key and this field must be absent or equal.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$")]
     pub key: Option<String>,
     /// Anything the caller wants kept with the memory: source command, exit code, duration, ...
-    /// Also accepted as `content_metadata`; sending both is 422.
+    /// At most 64 KiB as JSON. Also accepted as `content_metadata`; sending both is 422.
     #[serde(default, alias = "content_metadata")]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
@@ -130,6 +148,7 @@ pub struct ListQuery {
     /// Also list soft-deleted memories.
     pub include_inactive: Option<bool>,
     /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -142,13 +161,17 @@ pub struct ListQuery {
 #[serde(deny_unknown_fields)]
 pub struct PageQuery {
     /// Byte offset (0-based). Inside a multi-byte character it moves back to its first byte.
+    #[param(maximum = 1_125_899_906_842_624_u64)]
     pub offset: Option<u64>,
     /// Bytes to read (1 to `MNEMO_MEMORY_MAX_PAGE_BYTES`, default `MNEMO_MEMORY_PAGE_BYTES`).
+    #[param(minimum = 1, maximum = 1_048_576)]
     pub limit: Option<u64>,
     /// First line to read (1-based).
+    #[param(minimum = 1, maximum = 1_125_899_906_842_624_u64)]
     pub line_start: Option<u64>,
     /// Lines to read (1 to 100000, default 100); the page stops early at
     /// `MNEMO_MEMORY_MAX_PAGE_BYTES` (flagged `capped`).
+    #[param(minimum = 1, maximum = 100_000)]
     pub line_count: Option<u64>,
     /// Read a soft-deleted memory.
     pub include_inactive: Option<bool>,
@@ -233,10 +256,13 @@ pub struct MemoryPage {
 #[serde(deny_unknown_fields)]
 pub struct GrepQuery {
     /// Regular expression (Rust `regex` syntax, linear time, at most 1024 bytes).
+    #[param(required = true, min_length = 1, max_length = 1024, format = Regex)]
     pub pattern: Option<String>,
     /// Lines of context before and after each match (0 to 20, default 2).
+    #[param(maximum = 20)]
     pub context: Option<u32>,
     /// Matches returned (1 to 1000, default 50); all are counted.
+    #[param(minimum = 1, maximum = 1000)]
     pub max_matches: Option<u32>,
     /// Case-insensitive matching.
     pub ignore_case: Option<bool>,
@@ -282,6 +308,7 @@ pub struct GrepResult {
 /// Filters of a search.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = MemorySearchFilters)]
 pub struct SearchFilters {
     #[serde(default)]
     pub agent_id: Option<String>,
@@ -305,13 +332,16 @@ pub struct SearchFilters {
 /// Body of `POST /api/memories/search`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = MemorySearchRequest)]
 pub struct SearchRequest {
     /// A question or keywords (1 to 1000 characters). Words and `"quoted phrases"` are ORed
     /// (a memory matching more of them, and rarer ones, ranks higher); `-word` excludes. Any
     /// text is safe.
+    #[schema(min_length = 1, max_length = 1000, pattern = r"\S")]
     pub query: String,
     /// Hits to return (1 to 100, default 10).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
     /// `keyword`, `semantic` or `hybrid`; default `hybrid` when the server has an embedder,
     /// else `keyword`.
@@ -323,6 +353,7 @@ pub struct SearchRequest {
 
 /// One search hit.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = MemorySearchHit)]
 pub struct SearchHit {
     pub memory_key: String,
     pub placeholder: String,
@@ -358,6 +389,7 @@ pub struct SearchHit {
 
 /// Answer of a search.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = MemorySearchResults)]
 pub struct SearchResults {
     /// The mode that ranked the hits.
     pub mode: SearchMode,
@@ -382,22 +414,41 @@ pub struct DeleteQuery {
 #[serde(deny_unknown_fields)]
 pub struct CaptureInput {
     /// The tool or command output.
+    #[schema(min_length = 1)]
     pub content: String,
     /// The command that produced it (kept in the metadata and the summary).
     #[serde(default)]
+    #[schema(
+        max_length = 4000,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub command: Option<String>,
     /// Store only above this many cl100k tokens (default `MNEMO_MEMORY_CAPTURE_THRESHOLD_TOKENS`).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000_000)]
     pub threshold_tokens: Option<u64>,
     #[serde(default)]
+    #[schema(
+        max_length = 256,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub agent_id: Option<String>,
     #[serde(default)]
+    #[schema(
+        max_length = 256,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub thread_id: Option<String>,
     /// Key to store under (generated when absent; an existing key is replaced like PUT).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$")]
     pub key: Option<String>,
     /// Default `command_output`.
     #[serde(default)]
+    #[schema(
+        max_length = 64,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub memory_type: Option<String>,
     #[serde(default)]
     pub exit_code: Option<i64>,

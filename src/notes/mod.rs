@@ -11,7 +11,7 @@ pub mod sections;
 pub mod store;
 pub mod transfer;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use clap::Args;
@@ -21,7 +21,7 @@ use utoipa_axum::routes;
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Query};
+use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
 use model::{
@@ -159,8 +159,8 @@ async fn run(
 /// `If-None-Match` with the current ETag answers 304.
 #[utoipa::path(get, path = "/api/agents/{agent_name}/notes", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
-        ("If-None-Match" = Option<String>, Header, description = "An ETag from an earlier read; 304 when unchanged"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
+        ("If-None-Match" = Option<String>, Header, description = "An ETag from an earlier read; 304 when unchanged", nullable = false),
     ),
     responses(
         (status = 200, description = "The notes", body = Notes,
@@ -215,8 +215,8 @@ pub async fn get_notes(
 /// `attempted_bytes` and `max_bytes`; nothing is written.
 #[utoipa::path(put, path = "/api/agents/{agent_name}/notes", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
-        ("If-Match" = Option<String>, Header, description = "The version the change is based on (the ETag); 412 when stale"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
+        ("If-Match" = Option<String>, Header, description = "The version the change is based on (the ETag); 412 when stale", nullable = false, pattern = r#"^(\*|(W/)?("[0-9]{1,18}"|[0-9]{1,18}))$"#),
     ),
     request_body = PutNotes,
     responses(
@@ -260,8 +260,8 @@ pub async fn put_notes(
 /// The version goes up by one and the old text stays in the revisions. `If-Match` as for PUT.
 #[utoipa::path(delete, path = "/api/agents/{agent_name}/notes", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
-        ("If-Match" = Option<String>, Header, description = "The version the change is based on (the ETag); 412 when stale"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
+        ("If-Match" = Option<String>, Header, description = "The version the change is based on (the ETag); 412 when stale", nullable = false, pattern = r#"^(\*|(W/)?("[0-9]{1,18}"|[0-9]{1,18}))$"#),
     ),
     responses(
         (status = 200, description = "Cleared; the new version", body = NotesOperationResponse,
@@ -325,8 +325,8 @@ pub async fn delete_notes(
 /// (nothing written); a stale `If-Match` on a write: 412 with `current_version`.
 #[utoipa::path(post, path = "/api/agents/{agent_name}/notes/operations", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
-        ("If-Match" = Option<String>, Header, description = "For writes: the version the change is based on (the ETag); 412 when stale. Ignored by `read`."),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
+        ("If-Match" = Option<String>, Header, description = "For writes: the version the change is based on (the ETag); 412 when stale. Ignored by `read`.", nullable = false, pattern = r#"^(\*|(W/)?("[0-9]{1,18}"|[0-9]{1,18}))$"#),
         Idempotency,
     ),
     request_body = NotesOperationRequest,
@@ -362,7 +362,7 @@ pub async fn notes_operation(
 /// `MNEMO_NOTES_REVISIONS_KEPT` (default 100) are kept. Never-written notes have none (empty list).
 #[utoipa::path(get, path = "/api/agents/{agent_name}/notes/revisions", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
         RevisionListQuery,
     ),
     responses(
@@ -410,7 +410,7 @@ pub async fn list_revisions(
 /// Read one kept revision: the notes as that version left them.
 #[utoipa::path(get, path = "/api/agents/{agent_name}/notes/revisions/{version}", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
         ("version" = i64, Path, description = "The version"),
     ),
     responses(
@@ -440,9 +440,9 @@ pub async fn get_revision(
 /// `If-Match` and the size cap apply as for any write.
 #[utoipa::path(post, path = "/api/agents/{agent_name}/notes/revisions/{version}/restore", tag = "notes",
     params(
-        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`"),
+        ("agent_name" = String, Path, description = "The agent: `[A-Za-z0-9._-]{1,64}`", pattern = r"^[A-Za-z0-9._-]{1,64}$"),
         ("version" = i64, Path, description = "The version to restore"),
-        ("If-Match" = Option<String>, Header, description = "The current version (the ETag); 412 when stale"),
+        ("If-Match" = Option<String>, Header, description = "The current version (the ETag); 412 when stale", nullable = false, pattern = r#"^(\*|(W/)?("[0-9]{1,18}"|[0-9]{1,18}))$"#),
         Idempotency,
     ),
     responses(

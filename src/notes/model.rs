@@ -167,6 +167,7 @@ pub struct RevisionPage {
 #[into_params(parameter_in = Query)]
 pub struct RevisionListQuery {
     /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,

@@ -15,7 +15,7 @@ pub mod stuck;
 pub mod summary;
 pub mod workspace;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use clap::Args;
@@ -27,7 +27,7 @@ use uuid::Uuid;
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Query};
+use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
 use lifecycle::{Change, Illegal, Phase, Stamps, Status};

@@ -9,10 +9,12 @@ use uuid::Uuid;
 use super::digest::Digest;
 use super::lifecycle::{Phase, Status};
 
+/// An enum stored and sent as text. Its schema is written from the same texts serde uses, so the
+/// document lists exactly the values on the wire.
 macro_rules! text_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+    ($(#[doc = $doc:literal])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[doc = $doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
         pub enum $name {
             $(#[serde(rename = $text)] $variant),+
         }
@@ -24,6 +26,24 @@ macro_rules! text_enum {
 
             pub fn parse(text: &str) -> Option<Self> {
                 match text { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                let doc: &[&str] = &[$($doc),*];
+                let description = doc.iter().map(|line| line.trim()).collect::<Vec<_>>().join("\n");
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .description((!description.is_empty()).then_some(description))
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        impl ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(stringify!($name))
             }
         }
     };
@@ -53,6 +73,89 @@ text_enum!(
     /// Status of an execution-log event.
     EventStatus { Completed => "COMPLETED", Failed => "FAILED", Skipped => "SKIPPED", SystemAction => "SYSTEM_ACTION", SystemError => "SYSTEM_ERROR" }
 );
+
+/// Schema of a plan as a request gives it: a list of step titles, steps or stages.
+pub struct PlanInput;
+
+impl PlanInput {
+    pub fn json() -> Value {
+        let title = serde_json::json!({"type": "string", "minLength": 1, "pattern": "\\S"});
+        let staged_step = serde_json::json!({
+            "type": "object",
+            "description": "A step of a stage; `sub_task_input` (any JSON) may come with it.",
+            "required": ["stepDescription", "toolName"],
+            "properties": {
+                "stepDescription": title,
+                "toolName": {"type": "string"},
+                "narrative_step": {"type": ["string", "null"]}
+            }
+        });
+        serde_json::json!({
+            "type": "array",
+            "description": "A list of step titles (`[\"Build image\", \"Push\"]`), of steps \
+                `{title, tool?, input?, narrative?}`, or of stages `{stage, steps: [{stepDescription, \
+                toolName, sub_task_input?, narrative_step?}]}`; forms may be mixed. At least one step, \
+                at most `MNEMO_TASKS_MAX_PLAN_STEPS` (default 500) in all.",
+            "minItems": 1,
+            "maxItems": 500,
+            "items": {"anyOf": [
+                title,
+                {
+                    "type": "object",
+                    "description": "A step; `input` (any JSON) may come with it.",
+                    "required": ["title"],
+                    "properties": {
+                        "title": title,
+                        "tool": {"type": ["string", "null"]},
+                        "narrative": {"type": ["string", "null"]}
+                    }
+                },
+                {
+                    "type": "object",
+                    "description": "A stage and its steps.",
+                    "required": ["steps"],
+                    "properties": {
+                        "stage": {
+                            "type": ["integer", "null"],
+                            "format": "int32",
+                            "minimum": i32::MIN,
+                            "maximum": i32::MAX
+                        },
+                        "steps": {"type": "array", "minItems": 1, "items": staged_step}
+                    }
+                }
+            ]}
+        })
+    }
+}
+
+impl utoipa::PartialSchema for PlanInput {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        crate::openapi::json_schema(Self::json())
+    }
+}
+
+impl ToSchema for PlanInput {}
+
+/// Schema of an event's stage: a number, or a label such as `"Initial"` or `"System"`.
+pub struct StageLabel;
+
+impl StageLabel {
+    pub fn json() -> Value {
+        serde_json::json!({
+            "type": ["number", "string"],
+            "description": "A stage number, or a label such as `\"Initial\"` or `\"System\"`."
+        })
+    }
+}
+
+impl utoipa::PartialSchema for StageLabel {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        crate::openapi::json_schema(Self::json())
+    }
+}
+
+impl ToSchema for StageLabel {}
 
 /// The error summary of a failed task.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
@@ -179,10 +282,12 @@ pub struct TaskDetail {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterTask {
+    #[schema(min_length = 1, max_length = 1000, pattern = r"\S")]
     pub name: String,
     /// A list of step titles, or stage objects `[{stage, steps: [{stepDescription, toolName,
     /// sub_task_input, narrative_step}]}]`.
     #[serde(default)]
+    #[schema(value_type = Option<PlanInput>)]
     pub plan: Option<Value>,
     #[serde(default)]
     pub metadata: Option<Map<String, Value>>,
@@ -199,11 +304,13 @@ pub struct UpdateTask {
     pub task_id: Option<Uuid>,
     /// Appended to the task's messages (role `agent`, type `progress`).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 100_000, pattern = r"\S")]
     pub message: Option<String>,
     #[serde(default)]
     pub status: Option<Status>,
     /// Answered after the message and status are applied.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 10_000, pattern = r"\S")]
     pub query: Option<String>,
 }
 
@@ -233,6 +340,7 @@ pub struct UpdateResult {
 #[serde(deny_unknown_fields)]
 pub struct PatchTask {
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 1000, pattern = r"\S")]
     pub name: Option<String>,
     #[serde(default)]
     pub phase: Option<Phase>,
@@ -252,8 +360,10 @@ pub struct PatchTask {
 #[serde(deny_unknown_fields)]
 pub struct PutPlan {
     /// Same forms as at registration.
+    #[schema(value_type = PlanInput)]
     pub plan: Value,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 10_000, pattern = r"\S")]
     pub reason: Option<String>,
 }
 
@@ -269,6 +379,7 @@ pub struct PatchItem {
 #[serde(deny_unknown_fields)]
 pub struct NewAction {
     pub action_type: ActionType,
+    #[schema(min_length = 1, max_length = 10_000, pattern = r"\S")]
     pub summary: String,
     /// Default `completed`.
     #[serde(default)]
@@ -286,6 +397,7 @@ pub struct PatchAction {
     #[serde(default)]
     pub status: Option<ActionStatus>,
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 10_000, pattern = r"\S")]
     pub summary: Option<String>,
     #[serde(default)]
     pub output_data: Option<Value>,
@@ -316,6 +428,7 @@ pub struct ActionPage {
 #[serde(deny_unknown_fields)]
 pub struct NewActionLog {
     /// Free-form kind: `stdout`, `stderr`, `screenshot`, ...
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     pub log_type: String,
     pub content: String,
 }
@@ -353,10 +466,12 @@ pub struct NewEvent {
     pub timestamp: Option<DateTime<Utc>>,
     /// A stage number, or a label such as `"Initial"` or `"System"`.
     #[serde(default)]
+    #[schema(value_type = Option<StageLabel>)]
     pub stage: Option<Value>,
     #[serde(default)]
     pub sub_task_id: Option<String>,
     /// Narrative from the plan, or the system action's description.
+    #[schema(min_length = 1, max_length = 100_000, pattern = r"\S")]
     pub step_narrative: String,
     /// The tool used, or `"System"`.
     #[serde(default)]
@@ -369,6 +484,7 @@ pub struct NewEvent {
     #[serde(default)]
     pub error_info: Option<ErrorInfo>,
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub duration_ms: Option<i64>,
 }
 
@@ -376,6 +492,8 @@ pub struct NewEvent {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewEvents {
+    /// 1 to `MNEMO_TASKS_MAX_BATCH_EVENTS` (default 1000) events.
+    #[schema(min_items = 1, max_items = 1000)]
     pub events: Vec<NewEvent>,
 }
 
@@ -415,6 +533,7 @@ pub struct EventPage {
 #[serde(deny_unknown_fields)]
 pub struct EventQuery {
     /// Page size, 1..=500 (default 100).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
     /// Only events with this status (`COMPLETED`, `FAILED`, ...).
@@ -429,6 +548,7 @@ pub struct EventQuery {
 #[serde(deny_unknown_fields)]
 pub struct PageQuery {
     /// Page size, 1..=500 (default 100).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }
@@ -439,6 +559,7 @@ pub struct PageQuery {
 #[serde(deny_unknown_fields)]
 pub struct TaskQuery {
     /// Page size, 1..=200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
     pub status: Option<Status>,
@@ -455,6 +576,7 @@ pub struct TaskPage {
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = TaskMessage)]
 pub struct Message {
     pub seq: i32,
     pub role: Role,
@@ -479,10 +601,12 @@ pub struct StuckSuppressed {
 /// A message to append to a task's history.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = NewTaskMessage)]
 pub struct NewMessage {
     /// Default `agent`.
     #[serde(default)]
     pub role: Option<Role>,
+    #[schema(min_length = 1, max_length = 100_000, pattern = r"\S")]
     pub content: String,
     /// Default `text`.
     #[serde(default)]
@@ -490,6 +614,7 @@ pub struct NewMessage {
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = TaskMessagePage)]
 pub struct MessagePage {
     pub items: Vec<Message>,
     pub next_cursor: Option<String>,
@@ -500,6 +625,7 @@ pub struct MessagePage {
 #[serde(deny_unknown_fields)]
 pub struct NewSnapshot {
     /// When it was taken: `initial_context`, `after_summarization`, `before_stage_1`, ...
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub label: String,
     pub content: String,
     #[serde(default)]
@@ -529,6 +655,7 @@ pub struct SnapshotPage {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueryTask {
+    #[schema(min_length = 1, max_length = 10_000, pattern = r"\S")]
     pub query: String,
 }
 
@@ -542,4 +669,21 @@ pub struct QueryAnswer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_error: Option<String>,
     pub digest: Digest,
+}
+
+#[cfg(test)]
+mod tests {
+    use utoipa::PartialSchema;
+
+    /// The hand-written schemas read back exactly as written (nothing dropped on the way).
+    #[test]
+    fn schema_json_reads_back() {
+        for (json, schema) in [
+            (super::PlanInput::json(), super::PlanInput::schema()),
+            (super::StageLabel::json(), super::StageLabel::schema()),
+        ] {
+            let written = serde_json::to_value(schema).unwrap();
+            assert_eq!(written, json);
+        }
+    }
 }

@@ -553,6 +553,15 @@ async fn context_compiles_prompt_notes_window_and_new_messages(pool: PgPool) {
     )
     .await;
     assert_eq!(problem["field"], "new_messages[0].timestamp");
+    // The agent's notes go into the context: its id must be a notes agent name, and the problem
+    // names the request's own field.
+    let problem = expect_problem(
+        app.post("/api/chat/context", &token)
+            .json(&json!({"session_id": "s", "agent_id": "not a name", "new_messages": []})),
+        422,
+    )
+    .await;
+    assert_eq!(problem["field"], "agent_id");
 }
 
 /// Two replicas (two app states on one database): each one's cached window stays correct when the

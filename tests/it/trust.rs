@@ -107,6 +107,32 @@ async fn nul_characters_are_422_naming_the_field(pool: PgPool) {
     assert_eq!(list["items"], json!([]));
 }
 
+/// A path segment that does not parse as its parameter is 422 naming the parameter, not a bare
+/// 400 and never a 500.
+#[sqlx::test]
+async fn unparseable_path_parameters_are_422_naming_them(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token).await;
+    for (path, field) in [
+        ("/api/tasks/not-a-uuid".to_owned(), "id"),
+        (format!("/api/tasks/{id}/waits/null%2Cnull"), "wait_id"),
+        (format!("/api/tasks/{id}/plans/2147483648"), "version"),
+        (format!("/api/tasks/{id}/items/x/actions"), "ordinal"),
+        (
+            "/api/agents/a/notes/revisions/9223372036854775808".to_owned(),
+            "version",
+        ),
+    ] {
+        let problem = expect_problem(app.get(&path, &token), 422).await;
+        assert_eq!(problem["field"], field, "{path}: {problem}");
+        assert!(
+            problem["detail"].as_str().unwrap().contains(field),
+            "{path}: {problem}"
+        );
+    }
+}
+
 /// A number PostgreSQL would keep but not give back readably is refused at write time, so no
 /// read is ever poisoned; ordinary numbers round-trip exactly.
 #[sqlx::test]

@@ -571,6 +571,40 @@ async fn search_finds_a_tool_output(pool: PgPool) {
     assert_eq!(empty["field"], "query");
 }
 
+/// A word in thousands of log events is found at once: each hit is read once for its page, not
+/// once per other hit (which took a handful of seconds at a few thousand hits).
+#[sqlx::test]
+async fn search_over_many_hits_stays_fast(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token, "busy").await;
+    for batch in 0..3 {
+        let events: Vec<Value> = (0..1000)
+            .map(|i| json!({"step_narrative": format!("checked widget {batch}-{i}"), "status": "COMPLETED"}))
+            .collect();
+        expect(
+            app.post(&format!("/api/tasks/{id}/events"), &token)
+                .json(&json!({ "events": events })),
+            201,
+        )
+        .await;
+    }
+    let started = std::time::Instant::now();
+    let found = expect(
+        app.post("/api/tasks/search", &token)
+            .json(&json!({"query": "widget", "limit": 5})),
+        200,
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(found["hits"].as_array().unwrap().len(), 5);
+    assert!(found["next_cursor"].is_string());
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "searching 3000 hits took {took:?}"
+    );
+}
+
 #[sqlx::test]
 async fn a_wait_resolution_appears_in_history_and_metadata(pool: PgPool) {
     let app = TestApp::new(pool).await;

@@ -24,7 +24,7 @@ pub mod transfer;
 pub mod waits;
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
@@ -36,7 +36,7 @@ use uuid::Uuid;
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Query};
+use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
 use crate::state::AppState;
 use crate::tasks::summary;
@@ -402,7 +402,7 @@ fn media_type(value: &str) -> ApiResult<String> {
 /// carries the `mnemo://` URI an `artifact` part uses.
 #[utoipa::path(post, path = "/api/tasks/{id}/artifacts", tag = "tasks",
     params(("id" = Uuid, Path, description = "Task id"), UploadQuery, Idempotency),
-    request_body(content = Vec<u8>, description = "The bytes (any Content-Type), or multipart/form-data with a `file` field", content_type = "application/octet-stream"),
+    request_body(content = inline(crate::openapi::Binary), description = "The bytes (any Content-Type), or multipart/form-data with a `file` field", content_type = "application/octet-stream"),
     responses(
         (status = 201, description = "Stored", body = Artifact),
         (status = 400, description = "Unreadable body or multipart form", body = crate::error::Problem, content_type = "application/problem+json"),
@@ -573,8 +573,8 @@ fn header_value(text: &str) -> ApiResult<HeaderValue> {
         ("Range" = Option<String>, Header, description = "bytes=from-to, bytes=from-, or bytes=-suffix"),
     ),
     responses(
-        (status = 200, description = "The artifact", body = Vec<u8>, content_type = "application/octet-stream"),
-        (status = 206, description = "The requested range", body = Vec<u8>, content_type = "application/octet-stream"),
+        (status = 200, description = "The artifact", body = inline(crate::openapi::Binary), content_type = "application/octet-stream"),
+        (status = 206, description = "The requested range", body = inline(crate::openapi::Binary), content_type = "application/octet-stream"),
         (status = 304, description = "Not modified (If-None-Match)"),
         (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or artifact for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
@@ -1023,7 +1023,7 @@ fn timed_out(wait: &Wait, wanted: WaitStatus) -> ApiError {
 #[utoipa::path(get, path = "/api/tasks/{id}/export", tag = "tasks",
     params(("id" = Uuid, Path, description = "Task id")),
     responses(
-        (status = 200, description = "The archive", body = Vec<u8>, content_type = "application/gzip"),
+        (status = 200, description = "The archive", body = inline(crate::openapi::Binary), content_type = "application/gzip"),
         (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
@@ -1065,7 +1065,7 @@ pub async fn export_task(
 /// member (`member`). A new task id is made unless `keep_id=true`.
 #[utoipa::path(post, path = "/api/tasks/import", tag = "tasks",
     params(ImportQuery, Idempotency),
-    request_body(content = Vec<u8>, description = "A .tar.gz from GET /api/tasks/{id}/export (or the same layout)", content_type = "application/gzip"),
+    request_body(content = inline(crate::openapi::Binary), description = "A .tar.gz from GET /api/tasks/{id}/export (or the same layout)", content_type = "application/gzip"),
     responses(
         (status = 201, description = "The new task", body = ImportResult),
         (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),

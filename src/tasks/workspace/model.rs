@@ -15,8 +15,16 @@ use super::waits::WaitStatus;
 pub struct NewStep {
     /// Default: `step_<32 hex>`. Appending the same step again (same id and content) is a no-op.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[A-Za-z0-9_.:-]+$")]
     pub step_id: Option<String>,
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub agent_name: String,
+    /// 1 to `MNEMO_TASKS_STEP_MAX_PARTS` (default 200) parts.
+    #[schema(min_items = 1, max_items = 200)]
     pub parts: Vec<Part>,
 }
 
@@ -37,9 +45,11 @@ pub struct Step {
 #[serde(deny_unknown_fields)]
 pub struct StepQuery {
     /// Page size (1-500, default 50).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
     /// The last N steps in order (1-500). Excludes `cursor`.
+    #[param(minimum = 1, maximum = 500)]
     pub recent: Option<i64>,
 }
 
@@ -85,6 +95,11 @@ pub struct ArtifactPage {
 #[serde(deny_unknown_fields)]
 pub struct UploadQuery {
     /// A file name to keep with the artifact.
+    #[param(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub name: Option<String>,
 }
 
@@ -93,6 +108,7 @@ pub struct UploadQuery {
 #[serde(deny_unknown_fields)]
 pub struct PageQuery {
     /// Page size (1-200, default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }
@@ -100,11 +116,14 @@ pub struct PageQuery {
 /// A full-text search over task history.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = TaskSearchRequest)]
 pub struct SearchRequest {
     /// Web-search syntax: words, `"phrases"`, `or`, `-excluded`.
+    #[schema(min_length = 1, max_length = 1000, pattern = r"\S")]
     pub query: String,
     /// Hits per page (1-100, default 20).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     pub limit: Option<i64>,
     #[serde(default)]
     pub cursor: Option<String>,
@@ -136,6 +155,7 @@ impl HitSource {
 
 /// One search hit.
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = TaskSearchHit)]
 pub struct SearchHit {
     pub task_id: Uuid,
     pub source: HitSource,
@@ -157,6 +177,7 @@ pub struct SearchHit {
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = TaskSearchPage)]
 pub struct SearchPage {
     /// Best first.
     pub hits: Vec<SearchHit>,
@@ -168,14 +189,27 @@ pub struct SearchPage {
 #[serde(deny_unknown_fields)]
 pub struct NewWait {
     /// What is watched: `process`, `url`, `file`, `window`, ...
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub target_type: String,
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub target_id: String,
     /// The condition that ends the wait, in words.
+    #[schema(min_length = 1, max_length = 4000, pattern = r"\S")]
     pub criteria: String,
     #[serde(default)]
+    #[schema(minimum = 1)]
     pub timeout_seconds: Option<i64>,
     /// Seconds between checks.
     #[serde(default)]
+    #[schema(exclusive_minimum = 0)]
     pub poll_interval: Option<f64>,
 }
 
@@ -184,10 +218,32 @@ pub struct NewWait {
 #[serde(deny_unknown_fields)]
 pub struct ResolveWait {
     /// resolved, timeout, cancelled or error.
+    #[schema(value_type = WaitEnd)]
     pub status: WaitStatus,
     #[serde(default)]
+    #[schema(max_length = 10_000)]
     pub result_message: Option<String>,
 }
+
+/// Schema of the status a wait ends with: a final status, never `watching`.
+pub struct WaitEnd;
+
+impl utoipa::PartialSchema for WaitEnd {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        let finals: Vec<&str> = WaitStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_final())
+            .map(WaitStatus::as_str)
+            .collect();
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some("How the wait ended."))
+            .enum_values(Some(finals))
+            .into()
+    }
+}
+
+impl ToSchema for WaitEnd {}
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Wait {

@@ -19,10 +19,23 @@ pub const MAX_NAME_CHARS: usize = 200;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
     /// Text written by an agent or a user.
-    Text { text: String },
+    Text {
+        #[schema(min_length = 1)]
+        text: String,
+    },
     /// A request to call a tool; `tool_call_id` is unique within the task.
     ToolCall {
+        #[schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+        )]
         tool_call_id: String,
+        #[schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+        )]
         tool_name: String,
         /// The tool's arguments (any JSON; `{}` when omitted).
         #[serde(default = "empty_object")]
@@ -30,6 +43,11 @@ pub enum Part {
     },
     /// What a tool returned; answers a `tool_call` of this task (in this step or an earlier one).
     ToolResult {
+        #[schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+        )]
         tool_call_id: String,
         /// The tool's output (a string, or any JSON).
         output: Value,

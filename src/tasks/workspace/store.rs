@@ -881,22 +881,24 @@ pub async fn search(
          ), {ranking}, docs AS (
              SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
                     NULL::int AS part_index, NULL::int AS char_offset, NULL::text AS tool_call_id,
-                    NULL::text AS label, m.content AS doc, m.created_at AS at
+                    NULL::text AS label, m.content AS doc, m.created_at AS at, sc.score AS rank
              FROM task_messages m JOIN scored sc
                ON sc.source = 'message' AND sc.task_id = m.task_id AND sc.seq = m.seq
            UNION ALL
              SELECT e.task_id, 'event', e.seq, NULL, NULL, NULL, NULL, NULL,
                     mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info),
-                    e.ts
+                    e.ts, sc.score
              FROM task_events e JOIN scored sc
                ON sc.source = 'event' AND sc.task_id = e.task_id AND sc.seq = e.seq
            UNION ALL
-             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content, s.ts
+             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content, s.ts,
+                    sc.score
              FROM task_snapshots s JOIN scored sc
                ON sc.source = 'snapshot' AND sc.task_id = s.task_id AND sc.seq = s.seq
            UNION ALL
              SELECT t.task_id, t.kind, t.seq, st.step_id, t.part_index, t.char_offset,
-                    st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content, st.created_at
+                    st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content, st.created_at,
+                    sc.score
              FROM task_step_texts t
              JOIN scored sc
                ON sc.source = t.kind AND sc.task_id = t.task_id AND sc.seq = t.seq
@@ -904,11 +906,10 @@ pub async fn search(
              JOIN task_steps st ON st.tenant_id = t.tenant_id AND st.user_id = t.user_id
                                AND st.task_id = t.task_id AND st.seq = t.seq
          ), page AS (
-             SELECT d.*, sc.score AS rank FROM docs d JOIN scored sc
-               ON sc.task_id = d.task_id AND sc.source = d.source AND sc.seq = d.seq
-              AND sc.part_index IS NOT DISTINCT FROM d.part_index
-              AND sc.char_offset IS NOT DISTINCT FROM d.char_offset
-             ORDER BY sc.score DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index,
+             -- Each document carries its score: joining `scored` again would make the planner,
+             -- which cannot estimate the CTE, loop over every hit for every hit.
+             SELECT d.* FROM docs d
+             ORDER BY d.rank DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index,
                       d.char_offset
              OFFSET $4 LIMIT $5
          )
