@@ -218,7 +218,7 @@ pub fn headings(doc: &str) -> Vec<Heading> {
                 }) = open.take()
                 {
                     let start = line_start(doc, block.start);
-                    let body_start = if doc[..block.end].ends_with('\n') {
+                    let body_start = if ends_line(doc, block.end) {
                         block.end
                     } else {
                         after_line(doc, block.end)
@@ -229,7 +229,7 @@ pub fn headings(doc: &str) -> Vec<Heading> {
                         source: inline.map_or("", |r| doc[r].trim()).to_owned(),
                         start,
                         body_start,
-                        line: doc[..start].matches('\n').count() + 1,
+                        line: line_number(doc, start),
                     });
                 }
                 continue;
@@ -335,10 +335,15 @@ pub fn replace_section(
         ),
         None => {
             let mut insert = terminated(content, eol);
-            // A heading on the last line without a line break: the body must start on a new line.
+            // The body starts on a new line: after a heading on the last line without a line
+            // break, and after a `\r` alone that a leading `\n` would turn into one `\r\n`.
             let at = section.heading.body_start;
-            if !insert.is_empty() && at > 0 && !doc[..at].ends_with('\n') {
-                insert = Cow::Owned(format!("{eol}{insert}"));
+            if !insert.is_empty() && at > 0 {
+                if !ends_line(doc, at) {
+                    insert = Cow::Owned(format!("{eol}{insert}"));
+                } else if doc[..at].ends_with('\r') && insert.starts_with('\n') {
+                    insert = Cow::Owned(format!("\n{insert}"));
+                }
             }
             (section.body_range(), insert, None)
         }
@@ -537,15 +542,32 @@ fn parses_as_expected(
     before_old == before_new && after_old == after_new && first_ok
 }
 
+// Line breaks are `\n`, `\r\n` and, as CommonMark has it, a `\r` alone.
+
+/// The start of the line `offset` is on.
 fn line_start(doc: &str, offset: usize) -> usize {
-    doc[..offset].rfind('\n').map_or(0, |i| i + 1)
+    doc[..offset].rfind(['\n', '\r']).map_or(0, |i| i + 1)
+}
+
+/// Whether `offset` is just after a line break (and not between the `\r` and `\n` of one).
+fn ends_line(doc: &str, offset: usize) -> bool {
+    let before = &doc.as_bytes()[..offset];
+    before.ends_with(b"\n") || (before.ends_with(b"\r") && !doc[offset..].starts_with('\n'))
 }
 
 /// The offset just after the line break at or after `offset` (the end of `doc` when none).
 fn after_line(doc: &str, offset: usize) -> usize {
-    doc[offset..]
-        .find('\n')
-        .map_or(doc.len(), |i| offset + i + 1)
+    match doc[offset..].find(['\n', '\r']) {
+        Some(i) if doc[offset + i..].starts_with("\r\n") => offset + i + 2,
+        Some(i) => offset + i + 1,
+        None => doc.len(),
+    }
+}
+
+/// The 1-based number of the line starting at `offset`.
+fn line_number(doc: &str, offset: usize) -> usize {
+    let text = &doc[..offset];
+    text.matches('\n').count() + text.matches('\r').count() - text.matches("\r\n").count() + 1
 }
 
 #[cfg(test)]
@@ -743,6 +765,31 @@ mod tests {
         );
         let setext = "T\r\n===\r\nbody\r\n";
         assert_eq!(read_section(setext, "t").unwrap(), "body\r\n");
+    }
+
+    #[test]
+    fn a_lone_carriage_return_ends_a_line() {
+        // CommonMark ends a line at `\r` alone too: the `!` line is a setext heading of its own,
+        // after the ATX heading, not part of the ATX heading's line.
+        let doc = "## A\r!\n===\nbody\n";
+        assert_eq!(titles(doc), vec![(2, "A".into()), (1, "!".into())]);
+        let all = headings(doc);
+        assert_eq!((all[0].start, all[0].body_start, all[0].line), (0, 5, 1));
+        assert_eq!((all[1].start, all[1].body_start, all[1].line), (5, 11, 2));
+        assert_eq!(read_section(doc, "A").unwrap(), "");
+        assert_eq!(read_section(doc, "!").unwrap(), "body\n");
+        // `a` right above `!` would make them one setext heading: a blank line keeps them apart.
+        assert_eq!(replaced(doc, "A", "a"), "## A\ra\n\n!\n===\nbody\n");
+        assert_eq!(delete_section(doc, "A").unwrap().notes, "!\n===\nbody\n");
+        let crlf = "## A\r\nx\r## B\r";
+        assert_eq!(titles(crlf), vec![(2, "A".into()), (2, "B".into())]);
+        assert_eq!(read_section(crlf, "A").unwrap(), "x\r");
+        assert_eq!(read_section(crlf, "B").unwrap(), "");
+        assert_eq!(headings(crlf)[1].line, 3);
+        // A body starting with `\n` after a heading ending in `\r` keeps its blank line.
+        let edit = replace_section("## A\rold\n", "A", "\nx", false).unwrap();
+        assert_eq!(edit.notes, "## A\r\n\nx\n");
+        assert_eq!(read_section(&edit.notes, "A").unwrap(), "\nx\n");
     }
 
     #[test]
@@ -988,3 +1035,4 @@ mod properties {
         }
     }
 }
+
