@@ -23,6 +23,8 @@ pub mod recall;
 pub mod search;
 pub mod state;
 pub mod tasks;
+#[cfg(test)]
+mod testing;
 
 use std::future::Future;
 
