@@ -1252,3 +1252,80 @@ async fn concurrent_step_appends_get_gap_free_seqs(pool: PgPool) {
         .collect();
     assert_eq!(seqs, (1..=12).collect::<Vec<_>>());
 }
+
+/// Values an export's files can hold but PostgreSQL cannot store (NUL characters, years past 9999
+/// or before 1, numbers past ±1e300) are 422 naming the member, and nothing is written.
+#[sqlx::test]
+async fn exports_with_values_that_cannot_be_stored_are_422(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("t1", "alice");
+    let id = rich_task(&app, &alice).await;
+    let (dir, files) = files_of(&export(&app, &alice, &id).await);
+    let cases: [(&str, &str, Value); 7] = [
+        (
+            "messages.jsonl",
+            "/timestamp",
+            json!("+262142-12-31T23:59:59Z"),
+        ),
+        (
+            "execution.log.jsonl",
+            "/timestamp",
+            json!("-0001-01-01T00:00:00Z"),
+        ),
+        ("actions.jsonl", "/summary", json!("a\u{0}b")),
+        (
+            "actions.jsonl",
+            "/input_data",
+            json!([{"type": "text", "text": "\u{0}"}]),
+        ),
+        (
+            "metadata.json",
+            "/timestamps/createdAt",
+            json!("0000-01-01T00:00:00Z"),
+        ),
+        ("history.jsonl", "/parts/0/text", json!("\u{0}")),
+        ("team.json", "/model", json!(1e308)),
+    ];
+    for (file, pointer, value) in cases {
+        let mut files = files.clone();
+        let text = String::from_utf8(files[file].clone()).unwrap();
+        let mut lines: Vec<Value> = if file.ends_with(".jsonl") {
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        } else {
+            vec![serde_json::from_str(&text).unwrap()]
+        };
+        *lines[0].pointer_mut(pointer).unwrap() = value;
+        let joined: Vec<String> = lines.iter().map(|v| v.to_string()).collect();
+        files.insert(file.into(), joined.join("\n").into_bytes());
+        let archive = mnemo::tasks::workspace::export::archive(&dir, &files, 7).unwrap();
+        let problem = expect_problem(
+            app.post("/api/tasks/import", &alice)
+                .header("content-type", "application/gzip")
+                .body(archive),
+            422,
+        )
+        .await;
+        assert_eq!(
+            problem["member"],
+            format!("task_memory_bank/{dir}/{file}"),
+            "{file} {pointer}: {problem}"
+        );
+    }
+    let mut files = files.clone();
+    files.insert("final_answer.md".into(), b"done\0".to_vec());
+    let archive = mnemo::tasks::workspace::export::archive(&dir, &files, 7).unwrap();
+    expect_problem(
+        app.post("/api/tasks/import", &alice)
+            .header("content-type", "application/gzip")
+            .body(archive),
+        422,
+    )
+    .await;
+    let tasks: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(tasks, 1);
+}

@@ -11,6 +11,7 @@
 
 use std::io::Read;
 
+use chrono::{DateTime, Datelike, Utc};
 use flate2::read::GzDecoder;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -19,6 +20,7 @@ use uuid::Uuid;
 
 use super::bundle::*;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::unstorable;
 
 /// Caps on what an archive may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,17 +206,34 @@ fn member_path(task_dir: &str, file: &str) -> String {
 }
 
 fn text(task_dir: &str, file: &str, bytes: &[u8]) -> ApiResult<String> {
-    String::from_utf8(bytes.to_vec())
-        .map_err(|_| refuse(&member_path(task_dir, file), "is not UTF-8 text"))
+    let text = String::from_utf8(bytes.to_vec())
+        .map_err(|_| refuse(&member_path(task_dir, file), "is not UTF-8 text"))?;
+    if text.contains('\0') {
+        return Err(refuse(
+            &member_path(task_dir, file),
+            "contains a NUL character (U+0000), which cannot be stored",
+        ));
+    }
+    Ok(text)
+}
+
+/// `value` as a `T`, once nothing in it is beyond what PostgreSQL stores as given (NUL characters,
+/// numbers past ±1e300: the checks a JSON request body gets); else what is wrong.
+fn storable<T: DeserializeOwned>(value: Value) -> Result<T, String> {
+    if let Some(err) = unstorable(&value, &mut String::new()) {
+        return Err(match err {
+            ApiError::Problem(p) => p.detail,
+            other => other.to_string(),
+        });
+    }
+    serde_json::from_value(value).map_err(|e| format!("is not valid here: {e}"))
 }
 
 fn json<T: DeserializeOwned>(task_dir: &str, file: &str, bytes: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        refuse(
-            &member_path(task_dir, file),
-            format!("is not valid here: {e}"),
-        )
-    })
+    serde_json::from_slice(bytes)
+        .map_err(|e| format!("is not valid here: {e}"))
+        .and_then(storable)
+        .map_err(|detail| refuse(&member_path(task_dir, file), detail))
 }
 
 /// Each non-empty line of a JSON Lines file; errors name the member and the line.
@@ -225,13 +244,16 @@ fn json_lines<T: DeserializeOwned>(task_dir: &str, file: &str, bytes: &[u8]) -> 
         if line.trim().is_empty() {
             continue;
         }
-        let item = serde_json::from_str(line).map_err(|e| {
-            refuse(
-                &member_path(task_dir, file),
-                format!("line {} is not valid here: {e}", n + 1),
-            )
-            .with("line", n + 1)
-        })?;
+        let item = serde_json::from_str(line)
+            .map_err(|e| format!("is not valid here: {e}"))
+            .and_then(storable)
+            .map_err(|detail| {
+                refuse(
+                    &member_path(task_dir, file),
+                    format!("line {}: {detail}", n + 1),
+                )
+                .with("line", n + 1)
+            })?;
         items.push(item);
     }
     Ok(items)
@@ -256,6 +278,25 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// The first of `times` that PostgreSQL cannot store as given: a year before 1 or after 9999
+/// (chrono reads `+262142-...` and year 0; RFC 3339 writes four-digit years only).
+pub fn unstorable_time<'a>(
+    times: impl IntoIterator<Item = Option<&'a DateTime<Utc>>>,
+) -> Option<&'a DateTime<Utc>> {
+    times
+        .into_iter()
+        .flatten()
+        .find(|t| !(1..=9999).contains(&t.year()))
+}
+
+/// The refusal for a time [`unstorable_time`] found; `at` prefixes the detail (`line 3: `).
+pub fn time_refused(member: &str, at: &str, time: &DateTime<Utc>) -> ApiError {
+    refuse(
+        member,
+        format!("{at}the time {time:?} is outside the years 1 to 9999, which can be stored"),
+    )
+}
+
 /// Parses the files of one task directory. Files this layout does not name are ignored.
 pub fn parse(task_dir: &str, files: &Files) -> ApiResult<Bundle> {
     let get = |file: &str| files.get(file).map(Vec::as_slice);
@@ -266,6 +307,18 @@ pub fn parse(task_dir: &str, files: &Files) -> ApiResult<Bundle> {
         )
     })?;
     let metadata: Metadata = json(task_dir, METADATA, metadata_bytes)?;
+    let ts = &metadata.timestamps;
+    if let Some(t) = unstorable_time([
+        Some(&ts.created_at),
+        ts.plan_generated_at.as_ref(),
+        ts.execution_started_at.as_ref(),
+        ts.synthesis_started_at.as_ref(),
+        ts.completed_at.as_ref(),
+        Some(&ts.last_updated_at),
+        metadata.mnemo.as_ref().and_then(|m| m.archived_at.as_ref()),
+    ]) {
+        return Err(time_refused(&member_path(task_dir, METADATA), "", t));
+    }
     if metadata.version != SCHEMA_VERSION {
         return Err(refuse(
             &member_path(task_dir, METADATA),
@@ -325,6 +378,12 @@ pub fn parse(task_dir: &str, files: &Files) -> ApiResult<Bundle> {
         Some(bytes) => json_lines(task_dir, HISTORY, bytes)?,
         None => Vec::new(),
     };
+    for (n, step) in steps.iter().enumerate() {
+        if let Some(t) = unstorable_time([Some(&step.created_at)]) {
+            let at = format!("step {}: ", n + 1);
+            return Err(time_refused(&member_path(task_dir, HISTORY), &at, t));
+        }
+    }
     let artifacts = parse_artifacts(task_dir, files, &metadata)?;
     Ok(Bundle {
         metadata,
@@ -346,6 +405,10 @@ fn parse_snapshots(task_dir: &str, files: &Files, metadata: &Metadata) -> ApiRes
         let index: Vec<SnapshotIndexEntry> = json(task_dir, CONTEXT_INDEX, bytes)?;
         let mut snapshots = Vec::with_capacity(index.len());
         for entry in index {
+            if let Some(t) = unstorable_time([Some(&entry.timestamp)]) {
+                let at = format!("{}: ", entry.file);
+                return Err(time_refused(&member_path(task_dir, CONTEXT_INDEX), &at, t));
+            }
             let bytes = files.get(&entry.file).ok_or_else(|| {
                 refuse(
                     &member_path(task_dir, CONTEXT_INDEX),
@@ -396,6 +459,10 @@ fn parse_artifacts(
         let index: Vec<ArtifactIndexEntry> = json(task_dir, ARTIFACT_INDEX, bytes)?;
         let mut seen = std::collections::HashSet::new();
         for entry in index {
+            if let Some(t) = unstorable_time([Some(&entry.created_at)]) {
+                let at = format!("artifact {}: ", entry.artifact_id);
+                return Err(time_refused(&member_path(task_dir, ARTIFACT_INDEX), &at, t));
+            }
             if !seen.insert(entry.artifact_id) {
                 return Err(refuse(
                     &member_path(task_dir, ARTIFACT_INDEX),
@@ -686,6 +753,41 @@ mod tests {
             member(parse(&id, &files).unwrap_err()),
             format!("task_memory_bank/{id}/metadata.json")
         );
+    }
+
+    #[test]
+    fn values_that_cannot_be_stored_name_the_member() {
+        let bundle = sample();
+        let id = bundle.metadata.parent_task_id.clone();
+        let at = |file: &str| format!("task_memory_bank/{id}/{file}");
+        let mut files = render(&bundle).unwrap();
+        files.insert(FINAL_ANSWER.into(), b"done\0".to_vec());
+        assert_eq!(member(parse(&id, &files).unwrap_err()), at(FINAL_ANSWER));
+
+        let mut files = render(&bundle).unwrap();
+        files.insert(TEAM.into(), br#"{"model": "a\u0000b"}"#.to_vec());
+        assert_eq!(member(parse(&id, &files).unwrap_err()), at(TEAM));
+
+        let mut files = render(&bundle).unwrap();
+        files.insert(TEAM.into(), br#"{"model": 1e308}"#.to_vec());
+        assert_eq!(member(parse(&id, &files).unwrap_err()), at(TEAM));
+
+        for time in ["+262142-12-31T23:59:59Z", "0000-01-01T00:00:00Z"] {
+            let mut files = render(&bundle).unwrap();
+            let mut meta: Value = serde_json::from_slice(&files[METADATA]).unwrap();
+            meta["timestamps"]["lastUpdatedAt"] = time.into();
+            files.insert(METADATA.into(), serde_json::to_vec(&meta).unwrap());
+            let err = parse(&id, &files).unwrap_err();
+            assert!(err.to_string().contains("years 1 to 9999"), "{err}");
+            assert_eq!(member(err), at(METADATA));
+        }
+
+        let mut files = render(&bundle).unwrap();
+        let step = String::from_utf8(files[HISTORY].clone()).unwrap();
+        let mut step: Value = serde_json::from_str(step.lines().next().unwrap()).unwrap();
+        step["created_at"] = "+10000-01-01T00:00:00Z".into();
+        files.insert(HISTORY.into(), serde_json::to_vec(&step).unwrap());
+        assert_eq!(member(parse(&id, &files).unwrap_err()), at(HISTORY));
     }
 
     #[test]
