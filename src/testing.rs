@@ -16,7 +16,7 @@ pub fn proptest_config() -> Config {
         config.cases = DEFAULT_CASES;
     }
     if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
-        config.rng_seed = RngSeed::Fixed(0x6d6e_656d_6f);
+        config.rng_seed = RngSeed::Fixed(0x006d_6e65_6d6f);
     }
     config.failure_persistence = None;
     config

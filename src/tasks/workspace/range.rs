@@ -172,7 +172,6 @@ mod properties {
     /// arithmetic on wide integers. `[0-9]` and `[bB]...` on purpose: `\d` and `(?i)` would take
     /// other scripts' digits and the Kelvin sign.
     fn model(header: &str, len: u64) -> RangeAnswer {
-        #[expect(clippy::unwrap_used, reason = "a constant pattern")]
         let pattern =
             Regex::new(r"^\s*[bB][yY][tT][eE][sS]\s*=\s*([0-9]*)\s*-\s*([0-9]*)\s*$").unwrap();
         let Some(caps) = pattern.captures(header) else {
