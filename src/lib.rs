@@ -25,6 +25,8 @@ pub mod rights;
 pub mod search;
 pub mod state;
 pub mod tasks;
+#[cfg(test)]
+mod testing;
 
 use std::future::Future;
 

@@ -446,3 +446,73 @@ mod tests {
         assert_eq!(field(err), (422, "section_header".into()));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn operation() -> impl Strategy<Value = Operation> {
+        prop::sample::select(vec![
+            Operation::Read,
+            Operation::Overwrite,
+            Operation::Append,
+            Operation::Prepend,
+            Operation::DeleteSectionByHeader,
+            Operation::ReplaceSectionByHeader,
+            Operation::DeleteAllNotes,
+        ])
+    }
+
+    fn markdown() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => "(## (A|B|a)|A|===|---|```|> # q|text|\r|)(\n|\r\n|\r)",
+            1 => any::<String>(),
+        ]
+    }
+
+    fn notes() -> impl Strategy<Value = String> {
+        prop::collection::vec(markdown(), 0..12).prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+        #![proptest_config(crate::testing::proptest_config())]
+
+        /// Any request on any notes is a change or a client error (404, 409, 422), never a
+        /// panic or a 500; a change stays within the cap unless it shrinks the notes.
+        #[test]
+        fn any_request_is_a_change_or_a_client_error(
+            current in notes(),
+            operation in operation(),
+            content in prop::option::of(notes()),
+            header in prop::option::of(prop_oneof![
+                Just("A".to_owned()), Just("## a".to_owned()), Just("B".to_owned()), any::<String>()
+            ]),
+            upsert in any::<bool>(),
+            max_bytes in 0usize..400,
+        ) {
+            let request = NotesOperationRequest {
+                operation,
+                content: content.clone(),
+                section_header: header,
+                upsert,
+            };
+            match apply(&current, &request, max_bytes) {
+                Ok(change) => {
+                    prop_assert!(change.notes.len() <= max_bytes || change.notes.len() <= current.len());
+                    prop_assert!(!change.outcome.is_empty());
+                    if operation == Operation::Append {
+                        prop_assert!(change.notes.starts_with(&current));
+                    }
+                    if operation == Operation::Prepend {
+                        prop_assert!(change.notes.ends_with(&current));
+                    }
+                }
+                Err(ApiError::Problem(p)) => {
+                    prop_assert!(matches!(p.status, 404 | 409 | 422), "{} {}", p.status, p.detail);
+                }
+                Err(ApiError::Internal(e)) => prop_assert!(false, "internal: {e:#}"),
+            }
+        }
+    }
+}

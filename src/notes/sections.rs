@@ -218,7 +218,7 @@ pub fn headings(doc: &str) -> Vec<Heading> {
                 }) = open.take()
                 {
                     let start = line_start(doc, block.start);
-                    let body_start = if doc[..block.end].ends_with('\n') {
+                    let body_start = if ends_line(doc, block.end) {
                         block.end
                     } else {
                         after_line(doc, block.end)
@@ -229,7 +229,7 @@ pub fn headings(doc: &str) -> Vec<Heading> {
                         source: inline.map_or("", |r| doc[r].trim()).to_owned(),
                         start,
                         body_start,
-                        line: doc[..start].matches('\n').count() + 1,
+                        line: line_number(doc, start),
                     });
                 }
                 continue;
@@ -335,10 +335,15 @@ pub fn replace_section(
         ),
         None => {
             let mut insert = terminated(content, eol);
-            // A heading on the last line without a line break: the body must start on a new line.
+            // The body starts on a new line: after a heading on the last line without a line
+            // break, and after a `\r` alone that a leading `\n` would turn into one `\r\n`.
             let at = section.heading.body_start;
-            if !insert.is_empty() && at > 0 && !doc[..at].ends_with('\n') {
-                insert = Cow::Owned(format!("{eol}{insert}"));
+            if !insert.is_empty() && at > 0 {
+                if !ends_line(doc, at) {
+                    insert = Cow::Owned(format!("{eol}{insert}"));
+                } else if doc[..at].ends_with('\r') && insert.starts_with('\n') {
+                    insert = Cow::Owned(format!("\n{insert}"));
+                }
             }
             (section.body_range(), insert, None)
         }
@@ -537,15 +542,32 @@ fn parses_as_expected(
     before_old == before_new && after_old == after_new && first_ok
 }
 
+// Line breaks are `\n`, `\r\n` and, as CommonMark has it, a `\r` alone.
+
+/// The start of the line `offset` is on.
 fn line_start(doc: &str, offset: usize) -> usize {
-    doc[..offset].rfind('\n').map_or(0, |i| i + 1)
+    doc[..offset].rfind(['\n', '\r']).map_or(0, |i| i + 1)
+}
+
+/// Whether `offset` is just after a line break (and not between the `\r` and `\n` of one).
+fn ends_line(doc: &str, offset: usize) -> bool {
+    let before = &doc.as_bytes()[..offset];
+    before.ends_with(b"\n") || (before.ends_with(b"\r") && !doc[offset..].starts_with('\n'))
 }
 
 /// The offset just after the line break at or after `offset` (the end of `doc` when none).
 fn after_line(doc: &str, offset: usize) -> usize {
-    doc[offset..]
-        .find('\n')
-        .map_or(doc.len(), |i| offset + i + 1)
+    match doc[offset..].find(['\n', '\r']) {
+        Some(i) if doc[offset + i..].starts_with("\r\n") => offset + i + 2,
+        Some(i) => offset + i + 1,
+        None => doc.len(),
+    }
+}
+
+/// The 1-based number of the line starting at `offset`.
+fn line_number(doc: &str, offset: usize) -> usize {
+    let text = &doc[..offset];
+    text.matches('\n').count() + text.matches('\r').count() - text.matches("\r\n").count() + 1
 }
 
 #[cfg(test)]
@@ -746,6 +768,31 @@ mod tests {
     }
 
     #[test]
+    fn a_lone_carriage_return_ends_a_line() {
+        // CommonMark ends a line at `\r` alone too: the `!` line is a setext heading of its own,
+        // after the ATX heading, not part of the ATX heading's line.
+        let doc = "## A\r!\n===\nbody\n";
+        assert_eq!(titles(doc), vec![(2, "A".into()), (1, "!".into())]);
+        let all = headings(doc);
+        assert_eq!((all[0].start, all[0].body_start, all[0].line), (0, 5, 1));
+        assert_eq!((all[1].start, all[1].body_start, all[1].line), (5, 11, 2));
+        assert_eq!(read_section(doc, "A").unwrap(), "");
+        assert_eq!(read_section(doc, "!").unwrap(), "body\n");
+        // `a` right above `!` would make them one setext heading: a blank line keeps them apart.
+        assert_eq!(replaced(doc, "A", "a"), "## A\ra\n\n!\n===\nbody\n");
+        assert_eq!(delete_section(doc, "A").unwrap().notes, "!\n===\nbody\n");
+        let crlf = "## A\r\nx\r## B\r";
+        assert_eq!(titles(crlf), vec![(2, "A".into()), (2, "B".into())]);
+        assert_eq!(read_section(crlf, "A").unwrap(), "x\r");
+        assert_eq!(read_section(crlf, "B").unwrap(), "");
+        assert_eq!(headings(crlf)[1].line, 3);
+        // A body starting with `\n` after a heading ending in `\r` keeps its blank line.
+        let edit = replace_section("## A\rold\n", "A", "\nx", false).unwrap();
+        assert_eq!(edit.notes, "## A\r\n\nx\n");
+        assert_eq!(read_section(&edit.notes, "A").unwrap(), "\nx\n");
+    }
+
+    #[test]
     fn unicode_and_emoji() {
         let doc = "## 🍵 Tea\nlikes 🍵\n## ÜNÏCODE straße\nß 日本\n## Last 👍";
         assert_eq!(read_section(doc, "🍵 TEA").unwrap(), "likes 🍵\n");
@@ -929,6 +976,8 @@ mod properties {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config())]
+
         #[test]
         fn replace_then_read_returns_the_body_and_keeps_other_sections(
             outline in outline(),
@@ -985,6 +1034,374 @@ mod properties {
                     prop_assert_eq!(&new[now.range()], &doc[other.range()]);
                 }
             }
+        }
+    }
+}
+
+/// Properties over arbitrary Markdown: generated from a pool of tricky lines (headings of every
+/// form, fences, quotes, lists, HTML, setext underlines, CRLF, emoji) or plain arbitrary strings.
+#[cfg(test)]
+mod arbitrary_markdown {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LINES: &[&str] = &[
+        "# A",
+        "## A",
+        "### a",
+        "## B",
+        "# B ##",
+        "## Tea time",
+        "### **Tea** time",
+        "#### Deep",
+        "####### seven",
+        "#",
+        "##",
+        "#A",
+        "## C#",
+        "   ## indented A",
+        "    # code",
+        "\t# tab",
+        "A",
+        "B",
+        "Tea",
+        "===",
+        "---",
+        "***",
+        "- - -",
+        "```",
+        "~~~",
+        "```md",
+        "> # quoted",
+        "> A",
+        "- # item",
+        "1. ## B",
+        "<div>",
+        "</div>",
+        "<!-- # x -->",
+        "",
+        "",
+        "   ",
+        "text 🍵 straße",
+        "trailing  ",
+        "[A]: /url",
+        "| # | A |",
+        "## A \\",
+        "ü",
+        "\u{a0}# nbsp",
+    ];
+
+    /// Markdown from the line pool, with `\n`, `\r\n` or mixed line breaks and an optional final
+    /// one.
+    fn markdown() -> impl Strategy<Value = String> {
+        (
+            prop::collection::vec(prop::sample::select(LINES), 0..24),
+            0u8..3,
+            any::<bool>(),
+            prop::collection::vec(prop::sample::select(&["\n", "\r\n", "\r"][..]), 24),
+        )
+            .prop_map(|(lines, style, final_eol, mixed)| {
+                // All `\n`, all `\r\n`, or a mix with the odd `\r` alone.
+                let eol = |i: usize| match style {
+                    0 => "\n",
+                    1 => "\r\n",
+                    _ => mixed[i % mixed.len()],
+                };
+                let mut doc = String::new();
+                for (i, line) in lines.iter().enumerate() {
+                    if i > 0 {
+                        doc.push_str(eol(i));
+                    }
+                    doc.push_str(line);
+                }
+                if final_eol && !doc.is_empty() {
+                    doc.push_str(eol(0));
+                }
+                doc
+            })
+    }
+
+    fn doc() -> impl Strategy<Value = String> {
+        prop_oneof![
+            6 => markdown(),
+            2 => any::<String>(),
+            // Markdown with an arbitrary string spliced in somewhere.
+            2 => (markdown(), any::<String>(), any::<prop::sample::Index>()).prop_map(
+                |(doc, junk, at)| {
+                    let cuts: Vec<usize> = doc
+                        .char_indices()
+                        .map(|(i, _)| i)
+                        .chain([doc.len()])
+                        .collect();
+                    let at = cuts[at.index(cuts.len())];
+                    format!("{}{junk}{}", &doc[..at], &doc[at..])
+                }
+            ),
+        ]
+    }
+
+    fn header() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => prop::sample::select(&[
+                "A", "a", "# A", "## A", "### A", "B", "## B", "tea time", "**Tea** time",
+                "Deep", "c#", "## C#", "#", "", "  ", "A ##", "#A", "seven", "Tea",
+            ][..]).prop_map(str::to_owned),
+            1 => any::<String>(),
+        ]
+    }
+
+    /// Notes and a header that, most of the time, names one of their headings (by its text, its
+    /// source or its `##` form).
+    fn doc_and_header() -> impl Strategy<Value = (String, String)> {
+        doc().prop_flat_map(|doc| {
+            let mut names: Vec<String> = Vec::new();
+            for h in headings(&doc) {
+                names.push(h.display());
+                names.push(h.text.to_uppercase());
+                names.push(h.source.clone());
+            }
+            let picked = if names.is_empty() {
+                header().boxed()
+            } else {
+                prop_oneof![3 => prop::sample::select(names), 1 => header()].boxed()
+            };
+            (Just(doc), picked)
+        })
+    }
+
+    fn content() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => markdown(),
+            1 => any::<String>(),
+            1 => Just(String::new()),
+        ]
+    }
+
+    /// Whether `new` is `prefix`, then `eol` up to `lead` times, `middle`, `eol` up to `trail`
+    /// times, then `suffix`.
+    fn spliced(
+        new: &str,
+        prefix: &str,
+        middle: &str,
+        suffix: &str,
+        eol: &str,
+        lead: usize,
+        trail: usize,
+    ) -> bool {
+        (0..=lead).any(|k| {
+            (0..=trail).any(|m| {
+                let expected =
+                    format!("{prefix}{}{middle}{}{suffix}", eol.repeat(k), eol.repeat(m));
+                new == expected
+            })
+        })
+    }
+
+    proptest! {
+        #![proptest_config(crate::testing::proptest_config())]
+
+        /// Headings and sections are well-formed ranges of the document on character boundaries.
+        #[test]
+        fn sections_are_ranges_of_the_document(doc in doc()) {
+            let all = sections(&doc);
+            let mut last_start = None;
+            for section in &all {
+                let h = &section.heading;
+                prop_assert!((1..=6).contains(&h.level));
+                prop_assert!(h.start <= h.body_start && h.body_start <= section.end);
+                prop_assert!(section.end <= doc.len());
+                prop_assert!(doc.is_char_boundary(h.start));
+                prop_assert!(doc.is_char_boundary(h.body_start));
+                prop_assert!(doc.is_char_boundary(section.end));
+                prop_assert!(h.start == 0 || matches!(doc.as_bytes()[h.start - 1], b'\n' | b'\r'));
+                prop_assert!(last_start.is_none_or(|s| s < h.start), "headings in order");
+                last_start = Some(h.start);
+                let lines = doc[..h.start].replace("\r\n", "\n").replace('\r', "\n");
+                prop_assert_eq!(h.line, lines.matches('\n').count() + 1);
+            }
+            // A section ends at a heading of the same or a higher level, or at the end.
+            for section in &all {
+                if section.end < doc.len() {
+                    let next = all.iter().find(|s| s.heading.start == section.end);
+                    prop_assert!(next.is_some_and(|n| n.heading.level <= section.heading.level));
+                }
+            }
+        }
+
+        /// No operation panics, whatever the notes, header and content.
+        #[test]
+        fn no_operation_panics(
+            (doc, header) in doc_and_header(),
+            content in content(),
+            upsert in any::<bool>(),
+        ) {
+            let _ = headings(&doc);
+            let _ = find(&doc, &header);
+            let _ = read_section(&doc, &header);
+            let _ = replace_section(&doc, &header, &content, upsert);
+            let _ = delete_section(&doc, &header);
+            let _ = append(&doc, &content);
+            let _ = prepend(&doc, &content);
+            let _ = HeaderQuery::parse(&header);
+        }
+
+        /// Reading returns exactly the section's body; the lookup errors are consistent.
+        #[test]
+        fn read_returns_the_body_of_the_one_match((doc, header) in doc_and_header()) {
+            match (read_section(&doc, &header), find(&doc, &header)) {
+                (Ok(body), Ok(section)) => prop_assert_eq!(body, &doc[section.body_range()]),
+                (Err(a), Err(b)) => {
+                    prop_assert_eq!(&a, &b);
+                    if let SectionError::NotFound { headings: listed } = &a {
+                        prop_assert_eq!(listed.len(), headings(&doc).len());
+                    }
+                    if let SectionError::Ambiguous { matches } = &a {
+                        prop_assert!(matches.len() >= 2);
+                    }
+                }
+                (a, b) => prop_assert!(false, "read {a:?} but find {b:?}"),
+            }
+        }
+
+        /// Replacing keeps every byte before the section's heading and after its end; the new
+        /// body is the content (with a final line break) and at most a line break at each seam;
+        /// when the content brings no heading, reading the section gives that body back.
+        #[test]
+        fn replace_touches_only_the_section(
+            (doc, header) in doc_and_header(),
+            content in content(),
+            upsert in any::<bool>(),
+        ) {
+            let eol = line_ending(&doc);
+            let found = find(&doc, &header);
+            let Ok(edit) = replace_section(&doc, &header, &content, upsert) else {
+                return Ok(());
+            };
+            let new = edit.notes.as_str();
+            if edit.created {
+                prop_assert!(upsert);
+                let is_not_found = matches!(found, Err(SectionError::NotFound { .. }));
+                prop_assert!(is_not_found);
+                prop_assert!(new.starts_with(&doc));
+                prop_assert_eq!(edit.removed_chars, 0);
+                prop_assert_eq!(edit.inserted_chars, new[doc.len()..].chars().count());
+                let body = match leading_heading(&content) {
+                    Some((offset, _)) => terminated(&content[offset..], eol),
+                    None => terminated(&content, eol),
+                };
+                prop_assert!(new.ends_with(&*body));
+                return Ok(());
+            }
+            let section = found.expect("an edit that created nothing found its section");
+            let suffix = &doc[section.end..];
+            prop_assert!(new.ends_with(suffix), "suffix lost: {doc:?} -> {new:?}");
+            match leading_heading(&content) {
+                Some((offset, _)) => {
+                    let middle = terminated(&content[offset..], eol);
+                    prop_assert!(
+                        spliced(new, &doc[..section.heading.start], &middle, suffix, eol, 1, 1),
+                        "{doc:?} -> {new:?}"
+                    );
+                    prop_assert_eq!(edit.removed_chars, doc[section.range()].chars().count());
+                }
+                None => {
+                    let middle = terminated(&content, eol);
+                    let prefix = &doc[..section.heading.body_start];
+                    prop_assert!(
+                        spliced(new, prefix, &middle, suffix, eol, 2, 1)
+                            || spliced(new, prefix, &format!("\n{middle}"), suffix, eol, 1, 1),
+                        "{doc:?} -> {new:?}"
+                    );
+                    prop_assert_eq!(edit.removed_chars, doc[section.body_range()].chars().count());
+                    let inserted = &new[prefix.len()..new.len() - suffix.len()];
+                    let brings_heading = headings(new)
+                        .iter()
+                        .any(|h| h.start >= prefix.len() && h.start < new.len() - suffix.len());
+                    if !brings_heading {
+                        // The body read back is the content, give or take a blank line at a seam;
+                        // only a line break ending the heading's line may precede it.
+                        let body = read_section(new, &header);
+                        prop_assert!(body.is_ok(), "{body:?}: {doc:?} -> {new:?}");
+                        let body = body.unwrap_or_default();
+                        prop_assert!(
+                            spliced(body, "", &middle, "", eol, 1, 1),
+                            "read {body:?} after writing {middle:?}: {doc:?} -> {new:?}"
+                        );
+                        prop_assert!(inserted.ends_with(body));
+                        let before = &inserted[..inserted.len() - body.len()];
+                        prop_assert!(matches!(before, "" | "\n" | "\r\n"), "{before:?}");
+                    }
+                }
+            }
+        }
+
+        /// Deleting removes the section and nothing else: the bytes before and after stay, the
+        /// header no longer matches, and every section outside it is byte-identical (the one just
+        /// before may gain the blank line that keeps the next heading a heading).
+        #[test]
+        fn delete_touches_only_the_section((doc, header) in doc_and_header()) {
+            let eol = line_ending(&doc);
+            let Ok(edit) = delete_section(&doc, &header) else {
+                return Ok(());
+            };
+            let new = edit.notes.as_str();
+            let old = find(&doc, &header).expect("a deleted section was found");
+            let (prefix, suffix) = (&doc[..old.heading.start], &doc[old.end..]);
+            prop_assert!(spliced(new, prefix, "", suffix, eol, 1, 1), "{doc:?} -> {new:?}");
+            prop_assert_eq!(edit.removed_chars, doc[old.range()].chars().count());
+            let is_not_found = matches!(find(new, &header), Err(SectionError::NotFound { .. }));
+            prop_assert!(is_not_found, "{doc:?} -> {new:?}");
+            let seam = &new[prefix.len()..new.len() - suffix.len()];
+            let removed = old.end - old.heading.start;
+            let after = sections(new);
+            for other in sections(&doc) {
+                let inside = other.heading.start >= old.heading.start && other.heading.start < old.end;
+                if inside {
+                    continue; // deleted with it
+                }
+                let at = if other.heading.start >= old.end {
+                    other.heading.start - removed + seam.len()
+                } else {
+                    other.heading.start
+                };
+                let now = after.iter().find(|s| s.heading.start == at);
+                prop_assert!(now.is_some(), "section at {} lost: {doc:?} -> {new:?}", other.heading.start);
+                let now = &new[now.map_or(0..0, Section::range)];
+                let was = &doc[other.range()];
+                let expected = if other.end <= old.heading.start {
+                    // Before it: the same, or with the seam's blank line when it ended there.
+                    if other.end == old.heading.start { format!("{was}{seam}") } else { was.to_owned() }
+                } else if other.heading.start >= old.end {
+                    was.to_owned()
+                } else {
+                    // An enclosing section loses exactly the deleted bytes.
+                    let cut = old.heading.start - other.heading.start;
+                    format!("{}{seam}{}", &was[..cut], &was[cut + removed..])
+                };
+                prop_assert_eq!(now, expected, "{:?} -> {:?}", doc, new);
+            }
+        }
+
+        /// Append and prepend keep the notes whole and add the content on its own line.
+        #[test]
+        fn append_and_prepend_keep_the_notes(doc in doc(), content in content()) {
+            let eol = line_ending(&doc);
+            let added = append(&doc, &content);
+            prop_assert!(added.starts_with(&doc));
+            if content.is_empty() {
+                prop_assert_eq!(&added, &doc);
+            } else {
+                let body = terminated(&content, eol);
+                prop_assert!(spliced(&added, &doc, &body, "", eol, 1, 0));
+                let joined = &added[..added.len() - body.len()];
+                prop_assert!(joined.is_empty() || joined.ends_with('\n'));
+            }
+            let front = prepend(&doc, &content);
+            prop_assert!(front.ends_with(&doc));
+            let body = &front[..front.len() - doc.len()];
+            prop_assert!(body.starts_with(&content));
+            prop_assert!(body.is_empty() || body.ends_with('\n'));
+            prop_assert!(body.len() <= content.len() + 2);
         }
     }
 }

@@ -1449,3 +1449,326 @@ async fn concurrent_step_appends_get_gap_free_seqs(pool: PgPool) {
         .collect();
     assert_eq!(seqs, (1..=12).collect::<Vec<_>>());
 }
+
+/// A value the import property writes somewhere into an exported file: the statuses, roles and
+/// numbers the checks look at, wrong types, text PostgreSQL cannot store (NUL), times past its
+/// range.
+fn odd_value() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    prop_oneof![
+        prop::sample::select(
+            &[
+                "",
+                "x",
+                "\u{0}",
+                "a\u{0}b",
+                "COMPLETED",
+                "COMPLETED_SUCCESS",
+                "completed",
+                "failed",
+                "active",
+                "pending",
+                "agent",
+                "user",
+                "progress",
+                "watching",
+                "cli",
+                "c1",
+                "step_a",
+                "2026-01-01T00:00:00Z",
+                "+262142-12-31T23:59:59Z",
+                "-262143-01-01T00:00:00Z",
+                "0000-01-01T00:00:00Z",
+                "01900000-0000-7000-8000-000000000000",
+                "mnemo://tasks/x/artifacts/y",
+            ][..]
+        )
+        .prop_map(Value::from),
+        prop::sample::select(vec![
+            -1i64,
+            0,
+            1,
+            2,
+            3,
+            1000,
+            i64::from(i32::MAX) + 1,
+            i64::MAX
+        ])
+        .prop_map(Value::from),
+        prop::sample::select(&[1e300, 1e308, -0.5, 1.5][..]).prop_map(Value::from),
+        Just(Value::from(u64::MAX)),
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        Just(json!([])),
+        Just(json!({})),
+        Just(json!([{"type": "text", "text": "\u{0}"}])),
+        Just(json!({"type": "text"})),
+        (1usize..20_000).prop_map(|n| Value::from("y".repeat(n))),
+        ".{0,8}".prop_map(Value::from),
+    ]
+}
+
+/// One change to an exported task's files.
+#[derive(Debug, Clone)]
+enum Edit {
+    /// Walks into a JSON file (or one line of a JSON Lines file) by the indexes, and puts the
+    /// value there.
+    Set(
+        proptest::sample::Index,
+        proptest::sample::Index,
+        Vec<proptest::sample::Index>,
+        Value,
+    ),
+    Remove(proptest::sample::Index),
+}
+
+fn edit() -> impl proptest::strategy::Strategy<Value = Edit> {
+    use proptest::prelude::*;
+    prop_oneof![
+        9 => (
+            any::<prop::sample::Index>(),
+            any::<prop::sample::Index>(),
+            prop::collection::vec(any::<prop::sample::Index>(), 0..5),
+            odd_value(),
+        )
+            .prop_map(|(file, line, path, value)| Edit::Set(file, line, path, value)),
+        1 => any::<prop::sample::Index>().prop_map(Edit::Remove),
+    ]
+}
+
+fn apply_edit(files: &mut BTreeMap<String, Vec<u8>>, edit: &Edit) {
+    let json_files: Vec<String> = files
+        .keys()
+        .filter(|k| k.ends_with(".json") || k.ends_with(".jsonl"))
+        .cloned()
+        .collect();
+    match edit {
+        Edit::Remove(file) => {
+            let names: Vec<String> = files.keys().cloned().collect();
+            files.remove(&names[file.index(names.len())]);
+        }
+        Edit::Set(file, line, path, value) => {
+            if json_files.is_empty() {
+                return;
+            }
+            let name = json_files[file.index(json_files.len())].clone();
+            let text = String::from_utf8(files[&name].clone()).unwrap();
+            let mut lines: Vec<String> = if name.ends_with(".jsonl") {
+                text.lines().map(str::to_string).collect()
+            } else {
+                vec![text]
+            };
+            if lines.is_empty() {
+                return;
+            }
+            let n = line.index(lines.len());
+            let mut doc: Value = serde_json::from_str(&lines[n]).unwrap();
+            // The place, as a JSON pointer found walking the document.
+            let mut pointer = String::new();
+            let mut at = &doc;
+            for step in path {
+                let (next, token) = match at {
+                    Value::Object(map) if !map.is_empty() => {
+                        let key = map.keys().nth(step.index(map.len())).unwrap();
+                        (&map[key], key.replace('~', "~0").replace('/', "~1"))
+                    }
+                    Value::Array(items) if !items.is_empty() => {
+                        let i = step.index(items.len());
+                        (&items[i], i.to_string())
+                    }
+                    _ => break,
+                };
+                pointer.push('/');
+                pointer.push_str(&token);
+                at = next;
+            }
+            *doc.pointer_mut(&pointer).unwrap() = value.clone();
+            lines[n] = serde_json::to_string(&doc).unwrap();
+            files.insert(name, lines.join("\n").into_bytes());
+        }
+    }
+}
+
+/// Cases for the import property: 32, or an eighth of `PROPTEST_CASES` (each case is an HTTP
+/// import against the database).
+fn http_cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+        .map_or(32, |n| (n / 8).max(1))
+}
+
+/// A real export with values changed anywhere in its files imports as a task or is refused with
+/// a 4xx, never a 500; a refused import writes nothing, an accepted one exports again.
+#[sqlx::test]
+async fn edited_exports_import_or_are_refused_never_500(pool: PgPool) {
+    use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("t1", "alice");
+    let id = rich_task(&app, &alice).await;
+    let (dir, files) = files_of(&export(&app, &alice, &id).await);
+    let base = app.url("");
+    let token = app.token("t1", "fuzz");
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+
+    // The runner is synchronous: it drives the server (which keeps running on this test's
+    // runtime) from a blocking thread with a runtime of its own.
+    let result = tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = reqwest::Client::new();
+        let mut config = Config::with_cases(http_cases());
+        if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
+            config.rng_seed = RngSeed::Fixed(0x1a2b_3c4d);
+        }
+        config.failure_persistence = None;
+        let mut runner = TestRunner::new(config);
+        let strategy = (
+            proptest::collection::vec(edit(), 1..4),
+            proptest::bool::weighted(0.2),
+        );
+        runner.run(&strategy, |(edits, keep_id)| {
+            let mut files = files.clone();
+            for e in &edits {
+                apply_edit(&mut files, e);
+            }
+            let archive = mnemo::tasks::workspace::export::archive(&dir, &files, 7).unwrap();
+            let (status, body) = rt.block_on(async {
+                let response = client
+                    .post(format!("{base}/api/tasks/import?keep_id={keep_id}"))
+                    .bearer_auth(&token)
+                    .header("content-type", "application/gzip")
+                    .body(archive)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = response.status().as_u16();
+                (status, response.text().await.unwrap())
+            });
+            if !(status == 201 || (400..500).contains(&status)) {
+                return Err(TestCaseError::fail(format!("{status}: {body}")));
+            }
+            if status == 201 {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let new_id = serde_json::from_str::<Value>(&body).unwrap()["task_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                let again = rt.block_on(async {
+                    client
+                        .get(format!("{base}/api/tasks/{new_id}/export"))
+                        .bearer_auth(&token)
+                        .send()
+                        .await
+                        .unwrap()
+                        .status()
+                        .as_u16()
+                });
+                if again != 200 {
+                    return Err(TestCaseError::fail(format!(
+                        "the imported task {new_id} exports with {again}"
+                    )));
+                }
+            }
+            Ok(())
+        })
+    })
+    .await
+    .unwrap();
+    if let Err(err) = result {
+        panic!("{err}");
+    }
+    let accepted_count = accepted.load(Ordering::SeqCst);
+    eprintln!("import property: {accepted_count} edited exports accepted, the others refused");
+    let tasks: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        tasks,
+        1 + i64::try_from(accepted_count).unwrap(),
+        "refused imports wrote nothing"
+    );
+}
+
+/// Values an export's files can hold but PostgreSQL cannot store (NUL characters, years past 9999
+/// or before 1, numbers past ±1e300) are 422 naming the member, and nothing is written.
+#[sqlx::test]
+async fn exports_with_values_that_cannot_be_stored_are_422(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("t1", "alice");
+    let id = rich_task(&app, &alice).await;
+    let (dir, files) = files_of(&export(&app, &alice, &id).await);
+    let cases: [(&str, &str, Value); 7] = [
+        (
+            "messages.jsonl",
+            "/timestamp",
+            json!("+262142-12-31T23:59:59Z"),
+        ),
+        (
+            "execution.log.jsonl",
+            "/timestamp",
+            json!("-0001-01-01T00:00:00Z"),
+        ),
+        ("actions.jsonl", "/summary", json!("a\u{0}b")),
+        (
+            "actions.jsonl",
+            "/input_data",
+            json!([{"type": "text", "text": "\u{0}"}]),
+        ),
+        (
+            "metadata.json",
+            "/timestamps/createdAt",
+            json!("0000-01-01T00:00:00Z"),
+        ),
+        ("history.jsonl", "/parts/0/text", json!("\u{0}")),
+        ("team.json", "/model", json!(1e308)),
+    ];
+    for (file, pointer, value) in cases {
+        let mut files = files.clone();
+        let text = String::from_utf8(files[file].clone()).unwrap();
+        let mut lines: Vec<Value> = if file.ends_with(".jsonl") {
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        } else {
+            vec![serde_json::from_str(&text).unwrap()]
+        };
+        *lines[0].pointer_mut(pointer).unwrap() = value;
+        let joined: Vec<String> = lines.iter().map(|v| v.to_string()).collect();
+        files.insert(file.into(), joined.join("\n").into_bytes());
+        let archive = mnemo::tasks::workspace::export::archive(&dir, &files, 7).unwrap();
+        let problem = expect_problem(
+            app.post("/api/tasks/import", &alice)
+                .header("content-type", "application/gzip")
+                .body(archive),
+            422,
+        )
+        .await;
+        assert_eq!(
+            problem["member"],
+            format!("task_memory_bank/{dir}/{file}"),
+            "{file} {pointer}: {problem}"
+        );
+    }
+    let mut files = files.clone();
+    files.insert("final_answer.md".into(), b"done\0".to_vec());
+    let archive = mnemo::tasks::workspace::export::archive(&dir, &files, 7).unwrap();
+    expect_problem(
+        app.post("/api/tasks/import", &alice)
+            .header("content-type", "application/gzip")
+            .body(archive),
+        422,
+    )
+    .await;
+    let tasks: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(tasks, 1);
+}

@@ -11,6 +11,7 @@
 
 use std::io::Read;
 
+use chrono::{DateTime, Datelike, Utc};
 use flate2::read::GzDecoder;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -19,6 +20,7 @@ use uuid::Uuid;
 
 use super::bundle::*;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::unstorable;
 
 /// Caps on what an archive may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,17 +206,34 @@ fn member_path(task_dir: &str, file: &str) -> String {
 }
 
 fn text(task_dir: &str, file: &str, bytes: &[u8]) -> ApiResult<String> {
-    String::from_utf8(bytes.to_vec())
-        .map_err(|_| refuse(&member_path(task_dir, file), "is not UTF-8 text"))
+    let text = String::from_utf8(bytes.to_vec())
+        .map_err(|_| refuse(&member_path(task_dir, file), "is not UTF-8 text"))?;
+    if text.contains('\0') {
+        return Err(refuse(
+            &member_path(task_dir, file),
+            "contains a NUL character (U+0000), which cannot be stored",
+        ));
+    }
+    Ok(text)
+}
+
+/// `value` as a `T`, once nothing in it is beyond what PostgreSQL stores as given (NUL characters,
+/// numbers past ±1e300: the checks a JSON request body gets); else what is wrong.
+fn storable<T: DeserializeOwned>(value: Value) -> Result<T, String> {
+    if let Some(err) = unstorable(&value, &mut String::new()) {
+        return Err(match err {
+            ApiError::Problem(p) => p.detail,
+            other => other.to_string(),
+        });
+    }
+    serde_json::from_value(value).map_err(|e| format!("is not valid here: {e}"))
 }
 
 fn json<T: DeserializeOwned>(task_dir: &str, file: &str, bytes: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        refuse(
-            &member_path(task_dir, file),
-            format!("is not valid here: {e}"),
-        )
-    })
+    serde_json::from_slice(bytes)
+        .map_err(|e| format!("is not valid here: {e}"))
+        .and_then(storable)
+        .map_err(|detail| refuse(&member_path(task_dir, file), detail))
 }
 
 /// Each non-empty line of a JSON Lines file; errors name the member and the line.
@@ -225,13 +244,16 @@ fn json_lines<T: DeserializeOwned>(task_dir: &str, file: &str, bytes: &[u8]) -> 
         if line.trim().is_empty() {
             continue;
         }
-        let item = serde_json::from_str(line).map_err(|e| {
-            refuse(
-                &member_path(task_dir, file),
-                format!("line {} is not valid here: {e}", n + 1),
-            )
-            .with("line", n + 1)
-        })?;
+        let item = serde_json::from_str(line)
+            .map_err(|e| format!("is not valid here: {e}"))
+            .and_then(storable)
+            .map_err(|detail| {
+                refuse(
+                    &member_path(task_dir, file),
+                    format!("line {}: {detail}", n + 1),
+                )
+                .with("line", n + 1)
+            })?;
         items.push(item);
     }
     Ok(items)
@@ -256,6 +278,25 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// The first of `times` that PostgreSQL cannot store as given: a year before 1 or after 9999
+/// (chrono reads `+262142-...` and year 0; RFC 3339 writes four-digit years only).
+pub fn unstorable_time<'a>(
+    times: impl IntoIterator<Item = Option<&'a DateTime<Utc>>>,
+) -> Option<&'a DateTime<Utc>> {
+    times
+        .into_iter()
+        .flatten()
+        .find(|t| !(1..=9999).contains(&t.year()))
+}
+
+/// The refusal for a time [`unstorable_time`] found; `at` prefixes the detail (`line 3: `).
+pub fn time_refused(member: &str, at: &str, time: &DateTime<Utc>) -> ApiError {
+    refuse(
+        member,
+        format!("{at}the time {time:?} is outside the years 1 to 9999, which can be stored"),
+    )
+}
+
 /// Parses the files of one task directory. Files this layout does not name are ignored.
 pub fn parse(task_dir: &str, files: &Files) -> ApiResult<Bundle> {
     let get = |file: &str| files.get(file).map(Vec::as_slice);
@@ -266,6 +307,18 @@ pub fn parse(task_dir: &str, files: &Files) -> ApiResult<Bundle> {
         )
     })?;
     let metadata: Metadata = json(task_dir, METADATA, metadata_bytes)?;
+    let ts = &metadata.timestamps;
+    if let Some(t) = unstorable_time([
+        Some(&ts.created_at),
+        ts.plan_generated_at.as_ref(),
+        ts.execution_started_at.as_ref(),
+        ts.synthesis_started_at.as_ref(),
+        ts.completed_at.as_ref(),
+        Some(&ts.last_updated_at),
+        metadata.mnemo.as_ref().and_then(|m| m.archived_at.as_ref()),
+    ]) {
+        return Err(time_refused(&member_path(task_dir, METADATA), "", t));
+    }
     if metadata.version != SCHEMA_VERSION {
         return Err(refuse(
             &member_path(task_dir, METADATA),
@@ -325,6 +378,12 @@ pub fn parse(task_dir: &str, files: &Files) -> ApiResult<Bundle> {
         Some(bytes) => json_lines(task_dir, HISTORY, bytes)?,
         None => Vec::new(),
     };
+    for (n, step) in steps.iter().enumerate() {
+        if let Some(t) = unstorable_time([Some(&step.created_at)]) {
+            let at = format!("step {}: ", n + 1);
+            return Err(time_refused(&member_path(task_dir, HISTORY), &at, t));
+        }
+    }
     let artifacts = parse_artifacts(task_dir, files, &metadata)?;
     Ok(Bundle {
         metadata,
@@ -346,6 +405,10 @@ fn parse_snapshots(task_dir: &str, files: &Files, metadata: &Metadata) -> ApiRes
         let index: Vec<SnapshotIndexEntry> = json(task_dir, CONTEXT_INDEX, bytes)?;
         let mut snapshots = Vec::with_capacity(index.len());
         for entry in index {
+            if let Some(t) = unstorable_time([Some(&entry.timestamp)]) {
+                let at = format!("{}: ", entry.file);
+                return Err(time_refused(&member_path(task_dir, CONTEXT_INDEX), &at, t));
+            }
             let bytes = files.get(&entry.file).ok_or_else(|| {
                 refuse(
                     &member_path(task_dir, CONTEXT_INDEX),
@@ -396,6 +459,10 @@ fn parse_artifacts(
         let index: Vec<ArtifactIndexEntry> = json(task_dir, ARTIFACT_INDEX, bytes)?;
         let mut seen = std::collections::HashSet::new();
         for entry in index {
+            if let Some(t) = unstorable_time([Some(&entry.created_at)]) {
+                let at = format!("artifact {}: ", entry.artifact_id);
+                return Err(time_refused(&member_path(task_dir, ARTIFACT_INDEX), &at, t));
+            }
             if !seen.insert(entry.artifact_id) {
                 return Err(refuse(
                     &member_path(task_dir, ARTIFACT_INDEX),
@@ -689,6 +756,41 @@ mod tests {
     }
 
     #[test]
+    fn values_that_cannot_be_stored_name_the_member() {
+        let bundle = sample();
+        let id = bundle.metadata.parent_task_id.clone();
+        let at = |file: &str| format!("task_memory_bank/{id}/{file}");
+        let mut files = render(&bundle).unwrap();
+        files.insert(FINAL_ANSWER.into(), b"done\0".to_vec());
+        assert_eq!(member(parse(&id, &files).unwrap_err()), at(FINAL_ANSWER));
+
+        let mut files = render(&bundle).unwrap();
+        files.insert(TEAM.into(), br#"{"model": "a\u0000b"}"#.to_vec());
+        assert_eq!(member(parse(&id, &files).unwrap_err()), at(TEAM));
+
+        let mut files = render(&bundle).unwrap();
+        files.insert(TEAM.into(), br#"{"model": 1e308}"#.to_vec());
+        assert_eq!(member(parse(&id, &files).unwrap_err()), at(TEAM));
+
+        for time in ["+262142-12-31T23:59:59Z", "0000-01-01T00:00:00Z"] {
+            let mut files = render(&bundle).unwrap();
+            let mut meta: Value = serde_json::from_slice(&files[METADATA]).unwrap();
+            meta["timestamps"]["lastUpdatedAt"] = time.into();
+            files.insert(METADATA.into(), serde_json::to_vec(&meta).unwrap());
+            let err = parse(&id, &files).unwrap_err();
+            assert!(err.to_string().contains("years 1 to 9999"), "{err}");
+            assert_eq!(member(err), at(METADATA));
+        }
+
+        let mut files = render(&bundle).unwrap();
+        let step = String::from_utf8(files[HISTORY].clone()).unwrap();
+        let mut step: Value = serde_json::from_str(step.lines().next().unwrap()).unwrap();
+        step["created_at"] = "+10000-01-01T00:00:00Z".into();
+        files.insert(HISTORY.into(), serde_json::to_vec(&step).unwrap());
+        assert_eq!(member(parse(&id, &files).unwrap_err()), at(HISTORY));
+    }
+
+    #[test]
     fn archives_from_other_tools_parse_without_indexes() {
         let artifact = Uuid::now_v7();
         let mut files = Files::new();
@@ -722,5 +824,539 @@ mod tests {
             panic!()
         };
         assert!(uri.starts_with(&format!("mnemo://tasks/{new}/artifacts/")));
+    }
+}
+
+/// Properties of the importer on generated bundles and on archives and files mutated every way
+/// the generators know: whatever the bytes, the answer is a bundle or a 4xx, never a panic.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use crate::tasks::workspace::export::{archive, render, tests::sample};
+    use crate::tasks::workspace::parts::Part;
+    use chrono::{DateTime, TimeZone, Utc};
+    use proptest::prelude::*;
+    use std::io::Write;
+
+    const LIMITS: Limits = Limits {
+        max_member_bytes: 1 << 20,
+        max_total_bytes: 4 << 20,
+        max_members: 200,
+    };
+
+    /// A bundle, or a refusal a client caused (4xx problem, never a 500).
+    fn check<T: std::fmt::Debug>(result: &ApiResult<T>) -> Result<(), TestCaseError> {
+        match result {
+            Ok(_) => Ok(()),
+            Err(ApiError::Problem(p)) => {
+                prop_assert!((400..500).contains(&p.status), "{} {}", p.status, p.detail);
+                Ok(())
+            }
+            Err(ApiError::Internal(e)) => Err(TestCaseError::fail(format!("internal: {e:#}"))),
+        }
+    }
+
+    fn import(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let unpacked = unpack(bytes, &LIMITS);
+        check(&unpacked)?;
+        if let Ok((dir, files)) = unpacked {
+            check(&parse(&dir, &files))?;
+        }
+        Ok(())
+    }
+
+    fn gzip(raw: &[u8]) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(raw).expect("writing to memory");
+        gz.finish().expect("writing to memory")
+    }
+
+    fn gunzip(bytes: &[u8]) -> Vec<u8> {
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut raw)
+            .expect("an archive this test wrote");
+        raw
+    }
+
+    /// Any text PostgreSQL stores: everything but NUL (which the importer refuses).
+    fn text() -> impl Strategy<Value = String> {
+        any::<String>().prop_map(|s| s.replace('\0', ""))
+    }
+
+    /// Any JSON PostgreSQL stores as given (no NUL, magnitudes within ±1e300).
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("storable", |f| f.is_finite() && f.abs() <= 1e300)
+                .prop_map(Value::from),
+            "[^\u{0}]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[^\u{0}]{0,6}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn object() -> impl Strategy<Value = Value> {
+        prop::collection::btree_map("[^\u{0}]{0,6}", json(), 0..4)
+            .prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
+
+    fn time() -> impl Strategy<Value = DateTime<Utc>> {
+        (0i64..4_000_000_000, 0u32..1_000_000_000).prop_map(|(s, ns)| {
+            Utc.timestamp_opt(s, ns)
+                .single()
+                .unwrap_or(DateTime::UNIX_EPOCH)
+        })
+    }
+
+    fn uuid() -> impl Strategy<Value = Uuid> {
+        any::<u128>().prop_map(Uuid::from_u128)
+    }
+
+    fn part() -> impl Strategy<Value = Part> {
+        prop_oneof![
+            text().prop_map(|text| Part::Text { text }),
+            ("[^\u{0}]{0,10}", "[^\u{0}]{0,10}", json()).prop_map(
+                |(tool_call_id, tool_name, arguments)| {
+                    Part::ToolCall {
+                        tool_call_id,
+                        tool_name,
+                        arguments,
+                    }
+                }
+            ),
+            ("[^\u{0}]{0,10}", json(), any::<bool>()).prop_map(
+                |(tool_call_id, output, is_error)| {
+                    Part::ToolResult {
+                        tool_call_id,
+                        output,
+                        is_error,
+                    }
+                }
+            ),
+            (uuid(), "[^\u{0}]{0,20}", "[^\u{0}]{0,10}").prop_map(
+                |(artifact_id, uri, mime_type)| {
+                    Part::Artifact {
+                        artifact_id,
+                        uri,
+                        mime_type,
+                    }
+                }
+            ),
+        ]
+    }
+
+    fn artifact() -> impl Strategy<Value = ArtifactFile> {
+        (
+            uuid(),
+            prop::option::of(text()),
+            prop::sample::select(
+                &[
+                    "text/plain",
+                    "text/markdown",
+                    "application/json",
+                    "image/png",
+                    "text/csv; charset=utf-8",
+                    "",
+                ][..],
+            ),
+            prop::collection::vec(any::<u8>(), 0..64),
+            time(),
+        )
+            .prop_map(
+                |(artifact_id, name, mime_type, bytes, created_at)| ArtifactFile {
+                    entry: ArtifactIndexEntry {
+                        artifact_id,
+                        file: artifact_file_name(artifact_id, mime_type),
+                        name,
+                        mime_type: mime_type.to_string(),
+                        size: bytes.len() as u64,
+                        sha256: sha256_hex(&bytes),
+                        created_at,
+                    },
+                    bytes,
+                },
+            )
+    }
+
+    /// A bundle as an export writes it (so it compares equal after the round trip).
+    fn bundle() -> impl Strategy<Value = Bundle> {
+        let metadata = (
+            uuid(),
+            prop::option::of(text()),
+            "[^\u{0}]{0,12}",
+            prop::option::of(object()),
+            (
+                time(),
+                prop::option::of(time()),
+                prop::option::of(time()),
+                time(),
+            ),
+            prop::option::of((
+                text(),
+                "[^\u{0}]{0,10}",
+                json(),
+                prop::option::of(text()),
+                any::<i32>(),
+                any::<i32>(),
+                prop::option::of(time()),
+                prop::collection::vec(json(), 0..3),
+            )),
+        )
+            .prop_map(|(id, task, status, error, (c, p, e, l), mnemo)| Metadata {
+                parent_task_id: id.to_string(),
+                original_user_task: task,
+                task_status: status,
+                final_answer_file: None,
+                error_summary: error,
+                timestamps: Timestamps {
+                    created_at: c,
+                    plan_generated_at: p,
+                    execution_started_at: e,
+                    synthesis_started_at: None,
+                    completed_at: None,
+                    last_updated_at: l,
+                },
+                version: SCHEMA_VERSION.to_string(),
+                mnemo: mnemo.map(
+                    |(name, status, metadata, summary, count, active, archived, versions)| {
+                        MnemoFields {
+                            name,
+                            status,
+                            metadata,
+                            running_summary: summary,
+                            summary_message_count: count,
+                            active_plan_version: active,
+                            archived_at: archived,
+                            plan_versions: versions,
+                        }
+                    },
+                ),
+            });
+        let step = (
+            "[^\u{0}]{0,12}",
+            "[^\u{0}]{0,12}",
+            prop::collection::vec(part(), 0..4),
+            time(),
+        )
+            .prop_map(|(step_id, agent_name, parts, created_at)| StepRecord {
+                step_id,
+                agent_name,
+                parts,
+                created_at,
+            });
+        let snapshot = (text(), text(), any::<bool>(), time()).prop_map(
+            |(label, content, is_summarized, timestamp)| Snapshot {
+                label,
+                content,
+                is_summarized,
+                timestamp,
+            },
+        );
+        (
+            metadata,
+            prop::collection::vec(json(), 0..4),
+            (
+                prop::collection::vec(object(), 0..3),
+                prop::collection::vec(object(), 0..3),
+                prop::collection::vec(object(), 0..3),
+                prop::collection::vec(object(), 0..3),
+            ),
+            prop::option::of(text()),
+            prop::collection::vec(snapshot, 0..4),
+            prop::option::of(json()),
+            prop::collection::vec(step, 0..3),
+            prop::collection::vec(artifact(), 0..3),
+        )
+            .prop_map(
+                |(
+                    mut metadata,
+                    plans,
+                    (events, messages, actions, waits),
+                    final_answer,
+                    snapshots,
+                    team,
+                    steps,
+                    mut artifacts,
+                )| {
+                    artifacts.sort_by_key(|a| a.entry.artifact_id);
+                    artifacts.dedup_by_key(|a| a.entry.artifact_id);
+                    // What render writes into the metadata.
+                    metadata.final_answer_file =
+                        final_answer.as_ref().map(|_| FINAL_ANSWER.to_string());
+                    // `null` reads back as an absent error summary.
+                    if metadata.error_summary == Some(Value::Null) {
+                        metadata.error_summary = None;
+                    }
+                    Bundle {
+                        metadata,
+                        plans: plans
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, plan)| PlanFile {
+                                version: i32::try_from(i + 1).unwrap_or(i32::MAX),
+                                plan,
+                            })
+                            .collect(),
+                        events,
+                        messages,
+                        actions,
+                        waits,
+                        final_answer,
+                        snapshots,
+                        team,
+                        steps,
+                        artifacts,
+                    }
+                },
+            )
+    }
+
+    /// One change to an archive's tar stream.
+    #[derive(Debug, Clone)]
+    enum Mutation {
+        /// XOR a byte anywhere.
+        Flip(prop::sample::Index, u8),
+        /// Cut the stream short.
+        Truncate(prop::sample::Index),
+        /// Insert bytes anywhere.
+        Insert(prop::sample::Index, Vec<u8>),
+        /// Overwrite bytes of a member header (name, mode, size, type, link, magic, prefix...)
+        /// and fix its checksum, so the change gets past the tar reader.
+        Header(prop::sample::Index, u16, Vec<u8>),
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        prop_oneof![
+            1 => (any::<prop::sample::Index>(), 1u8..).prop_map(|(i, b)| Mutation::Flip(i, b)),
+            1 => any::<prop::sample::Index>().prop_map(Mutation::Truncate),
+            1 => (any::<prop::sample::Index>(), prop::collection::vec(any::<u8>(), 1..600))
+                .prop_map(|(i, b)| Mutation::Insert(i, b)),
+            4 => (
+                any::<prop::sample::Index>(),
+                0u16..500,
+                prop_oneof![
+                    prop::collection::vec(any::<u8>(), 1..12),
+                    // Meaningful values: digits for sizes, type flags, path pieces.
+                    "[0-7 ]{1,11}".prop_map(String::into_bytes),
+                    prop::sample::select(&["0", "1", "2", "3", "5", "6", "7", "L", "x", "g", "S"][..])
+                        .prop_map(|s| s.as_bytes().to_vec()),
+                    prop::sample::select(&["../", "/", "./", "a\\b", "\0", "task_memory_bank/", "x/"][..])
+                        .prop_map(|s| s.as_bytes().to_vec()),
+                ],
+            )
+                .prop_map(|(h, at, b)| Mutation::Header(h, at, b)),
+        ]
+    }
+
+    fn mutate(raw: &mut Vec<u8>, headers: &[usize], mutation: &Mutation) {
+        match mutation {
+            Mutation::Flip(i, b) if !raw.is_empty() => {
+                let at = i.index(raw.len());
+                raw[at] ^= b;
+            }
+            Mutation::Truncate(i) => raw.truncate(i.index(raw.len() + 1)),
+            Mutation::Insert(i, bytes) => {
+                let at = i.index(raw.len() + 1);
+                raw.splice(at..at, bytes.iter().copied());
+            }
+            Mutation::Header(h, at, bytes) if !headers.is_empty() => {
+                let start = headers[h.index(headers.len())];
+                if start + 512 > raw.len() {
+                    return;
+                }
+                let block = &mut raw[start..start + 512];
+                let at = usize::from(*at).min(511);
+                let end = (at + bytes.len()).min(512);
+                block[at..end].copy_from_slice(&bytes[..end - at]);
+                let mut header = tar::Header::new_old();
+                header.as_mut_bytes().copy_from_slice(block);
+                header.set_cksum();
+                block.copy_from_slice(header.as_bytes());
+            }
+            _ => {}
+        }
+    }
+
+    /// A real export of the sample task: its gzip bytes, its tar stream and its headers' offsets.
+    fn exported() -> (Vec<u8>, Vec<u8>, Vec<usize>) {
+        let bundle = sample();
+        let files = render(&bundle).expect("the sample renders");
+        let bytes = archive(&bundle.metadata.parent_task_id, &files, 7).expect("it packs");
+        let raw = gunzip(&bytes);
+        let mut headers = Vec::new();
+        let mut tar = tar::Archive::new(raw.as_slice());
+        for entry in tar.entries().expect("it reads back") {
+            let entry = entry.expect("it reads back");
+            headers.push(usize::try_from(entry.raw_header_position()).unwrap_or(0));
+        }
+        (bytes, raw, headers)
+    }
+
+    /// One change to a task directory's files.
+    #[derive(Debug, Clone)]
+    enum FileChange {
+        Remove(prop::sample::Index),
+        Bytes(prop::sample::Index, Vec<u8>),
+        Json(prop::sample::Index, Value),
+        /// Set a key of a JSON file (or of one line of a JSON Lines file) to any value.
+        Field(prop::sample::Index, prop::sample::Index, String, Value),
+        Add(String, Vec<u8>),
+    }
+
+    fn file_change() -> impl Strategy<Value = FileChange> {
+        let index = any::<prop::sample::Index>;
+        prop_oneof![
+            1 => index().prop_map(FileChange::Remove),
+            1 => (index(), prop::collection::vec(any::<u8>(), 0..40))
+                .prop_map(|(i, b)| FileChange::Bytes(i, b)),
+            1 => (index(), json()).prop_map(|(i, v)| FileChange::Json(i, v)),
+            4 => (
+                index(),
+                index(),
+                prop::sample::select(
+                    &[
+                        "version", "parentTaskId", "taskStatus", "timestamps", "mnemo", "file",
+                        "artifactId", "size", "sha256", "label", "isSummarized", "timestamp",
+                        "step_id", "parts", "created_at", "mimeType", "x",
+                    ][..],
+                )
+                .prop_map(str::to_string),
+                json(),
+            )
+                .prop_map(|(i, line, key, v)| FileChange::Field(i, line, key, v)),
+            1 => (
+                prop::sample::select(
+                    &[
+                        "plan_v3.json", "plan_v9.json", "plan_v0.json", "context_history/index.json",
+                        "artifacts/index.json", "artifacts/nope.bin", "context_history/07_x.txt",
+                        "team.json", "history.jsonl", "waits.jsonl",
+                    ][..],
+                ),
+                prop::collection::vec(any::<u8>(), 0..40),
+            )
+                .prop_map(|(name, b)| FileChange::Add(name.to_string(), b)),
+        ]
+    }
+
+    fn change(files: &mut Files, change: &FileChange) {
+        let names: Vec<String> = files.keys().cloned().collect();
+        let pick = |i: &prop::sample::Index| names[i.index(names.len())].clone();
+        match change {
+            _ if names.is_empty() => {}
+            FileChange::Remove(i) => {
+                files.remove(&pick(i));
+            }
+            FileChange::Bytes(i, bytes) => {
+                files.insert(pick(i), bytes.clone());
+            }
+            FileChange::Json(i, value) => {
+                let bytes = serde_json::to_vec(value).unwrap_or_default();
+                files.insert(pick(i), bytes);
+            }
+            FileChange::Field(i, line, key, value) => {
+                let name = pick(i);
+                let text = String::from_utf8_lossy(&files[&name]).into_owned();
+                let mut lines: Vec<String> = if name.ends_with(".jsonl") {
+                    text.lines().map(str::to_string).collect()
+                } else {
+                    vec![text]
+                };
+                if lines.is_empty() {
+                    return;
+                }
+                let n = line.index(lines.len());
+                let Ok(mut doc) = serde_json::from_str::<Value>(&lines[n]) else {
+                    return;
+                };
+                // Into the first object found: the document, or the first element of an array.
+                let target = match &mut doc {
+                    Value::Array(items) => items.first_mut(),
+                    other => Some(other),
+                };
+                if let Some(Value::Object(map)) = target {
+                    map.insert(key.clone(), value.clone());
+                }
+                lines[n] = serde_json::to_string(&doc).unwrap_or_default();
+                files.insert(name, lines.join("\n").into_bytes());
+            }
+            FileChange::Add(name, bytes) => {
+                files.insert(name.clone(), bytes.clone());
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(crate::testing::proptest_config())]
+
+        /// Any bundle exports and imports back equal, and exports again to the same bytes.
+        #[test]
+        fn a_valid_export_round_trips(bundle in bundle()) {
+            let id = bundle.metadata.parent_task_id.clone();
+            let files = render(&bundle).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let bytes = archive(&id, &files, 1_780_000_000)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let (dir, unpacked) = unpack(&bytes, &LIMITS)
+                .map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+            prop_assert_eq!(&dir, &id);
+            prop_assert_eq!(&unpacked, &files);
+            let back = parse(&dir, &unpacked).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+            prop_assert_eq!(&back, &bundle);
+            let again = archive(&dir, &render(&back).map_err(|e| TestCaseError::fail(e.to_string()))?, 1_780_000_000)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(again, bytes);
+        }
+
+        /// Arbitrary bytes, raw or gzipped, are refused with a 4xx.
+        #[test]
+        fn arbitrary_bytes_are_refused(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
+            import(&bytes)?;
+            import(&gzip(&bytes))?;
+        }
+
+        /// A real export changed in its tar stream (bytes, lengths, header fields with a good
+        /// checksum) or in its gzip bytes imports or is refused with a 4xx.
+        #[test]
+        fn mutated_archives_import_or_are_refused(
+            mutations in prop::collection::vec(mutation(), 1..4),
+            gzip_flip in prop::option::weighted(0.1, (any::<prop::sample::Index>(), 1u8..)),
+        ) {
+            let (bytes, mut raw, headers) = exported();
+            for m in &mutations {
+                mutate(&mut raw, &headers, m);
+            }
+            import(&gzip(&raw))?;
+            if let Some((i, b)) = gzip_flip {
+                let mut bytes = bytes;
+                let at = i.index(bytes.len());
+                bytes[at] ^= b;
+                import(&bytes)?;
+            }
+        }
+
+        /// A real export's files changed (removed, replaced, a JSON field set to anything, files
+        /// added) parse or are refused with a 4xx; so does the archive they pack into.
+        #[test]
+        fn mutated_files_parse_or_are_refused(changes in prop::collection::vec(file_change(), 1..4)) {
+            let bundle = sample();
+            let id = bundle.metadata.parent_task_id.clone();
+            let mut files = render(&bundle).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            for c in &changes {
+                change(&mut files, c);
+            }
+            check(&parse(&id, &files))?;
+            if let Ok(bytes) = archive(&id, &files, 7) {
+                import(&bytes)?;
+            }
+        }
     }
 }

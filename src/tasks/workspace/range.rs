@@ -161,3 +161,157 @@ mod tests {
         assert_eq!(answer(None, 10), Full);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use regex::Regex;
+
+    /// The reference: what the module docs promise, written as one regular expression and
+    /// arithmetic on wide integers. `[0-9]` and `[bB]...` on purpose: `\d` and `(?i)` would take
+    /// other scripts' digits and the Kelvin sign.
+    fn model(header: &str, len: u64) -> RangeAnswer {
+        let pattern =
+            Regex::new(r"^\s*[bB][yY][tT][eE][sS]\s*=\s*([0-9]*)\s*-\s*([0-9]*)\s*$").unwrap();
+        let Some(caps) = pattern.captures(header) else {
+            return RangeAnswer::Full;
+        };
+        // Numbers past u64 are not taken on (the whole body is served).
+        let number = |i: usize| -> Option<Option<u128>> {
+            let text = caps.get(i).map_or("", |m| m.as_str());
+            if text.is_empty() {
+                return Some(None);
+            }
+            let value: u128 = text.trim_start_matches('0').parse().unwrap_or(0);
+            let fits = text.trim_start_matches('0').len() <= 20 && value <= u128::from(u64::MAX);
+            fits.then_some(Some(value))
+        };
+        let (Some(first), Some(last)) = (number(1), number(2)) else {
+            return RangeAnswer::Full;
+        };
+        let len = u128::from(len);
+        let to_u64 = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+        match (first, last) {
+            (None, None) => RangeAnswer::Full,
+            (None, Some(suffix)) => {
+                if suffix == 0 || len == 0 {
+                    RangeAnswer::Unsatisfiable
+                } else {
+                    RangeAnswer::Partial {
+                        start: to_u64(len - suffix.min(len)),
+                        end: to_u64(len - 1),
+                    }
+                }
+            }
+            (Some(first), last) => {
+                if last.is_some_and(|last| last < first) {
+                    RangeAnswer::Full
+                } else if first >= len {
+                    RangeAnswer::Unsatisfiable
+                } else {
+                    RangeAnswer::Partial {
+                        start: to_u64(first),
+                        end: to_u64(last.unwrap_or(len - 1).min(len - 1)),
+                    }
+                }
+            }
+        }
+    }
+
+    fn number() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            (0u64..40).prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            Just(u64::MAX.to_string()),
+            Just("18446744073709551616".to_string()),
+            Just("99999999999999999999999".to_string()),
+            (0u64..40).prop_map(|n| format!("000{n}")),
+            Just("+1".to_string()),
+            Just("1.5".to_string()),
+            Just("٣".to_string()),
+        ]
+    }
+
+    fn space() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(&["", "", " ", "\t", "  ", "\u{a0}"][..])
+    }
+
+    /// Headers close to the grammar: units, separators, numbers and extra ranges mixed.
+    fn near_header() -> impl Strategy<Value = String> {
+        (
+            prop::sample::select(
+                &[
+                    "bytes", "BYTES", "Bytes", "byte", "items", "", "bytes ", "\u{212a}",
+                ][..],
+            ),
+            prop::sample::select(&["=", "=", "=", ":", "==", ""][..]),
+            number(),
+            prop::sample::select(&["-", "-", "-", "", "--", "–"][..]),
+            number(),
+            prop::sample::select(&["", "", "", ",", ", 0-1", ",-5"][..]),
+            (space(), space(), space(), space()),
+        )
+            .prop_map(|(unit, eq, first, dash, last, extra, (s1, s2, s3, s4))| {
+                format!("{s1}{unit}{s2}{eq}{s3}{first}{dash}{last}{extra}{s4}")
+            })
+    }
+
+    fn header() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => near_header(),
+            1 => any::<String>(),
+            1 => "[bytes=0-9, \t-]{0,16}",
+        ]
+    }
+
+    fn len() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            3 => 0u64..50,
+            1 => any::<u64>(),
+            1 => Just(u64::MAX),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(crate::testing::proptest_config())]
+
+        /// Any header: no panic, a partial answer lies inside the body, and the answer is the
+        /// reference model's.
+        #[test]
+        fn answers_match_the_model(header in header(), len in len()) {
+            let got = answer(Some(&header), len);
+            match got {
+                RangeAnswer::Partial { start, end } => {
+                    prop_assert!(start <= end && end < len, "{start}-{end} of {len}");
+                    let shown = format!("bytes {start}-{end}/{len}");
+                    prop_assert_eq!(got.content_range(len), Some(shown));
+                }
+                RangeAnswer::Unsatisfiable => {
+                    prop_assert_eq!(got.content_range(len), Some(format!("bytes */{len}")));
+                }
+                RangeAnswer::Full => prop_assert_eq!(got.content_range(len), None),
+            }
+            prop_assert_eq!(got, model(&header, len), "header {:?}, length {}", header, len);
+        }
+
+        /// A well-formed range is served as asked, clamped to the body.
+        #[test]
+        fn well_formed_ranges_are_served(first in 0u64..100, span in 0u64..100, len in 0u64..100) {
+            let last = first + span;
+            let got = answer(Some(&format!("bytes={first}-{last}")), len);
+            if first < len {
+                prop_assert_eq!(got, RangeAnswer::Partial { start: first, end: last.min(len - 1) });
+            } else {
+                prop_assert_eq!(got, RangeAnswer::Unsatisfiable);
+            }
+            let suffix = answer(Some(&format!("bytes=-{span}")), len);
+            if span == 0 || len == 0 {
+                prop_assert_eq!(suffix, RangeAnswer::Unsatisfiable);
+            } else {
+                prop_assert_eq!(suffix, RangeAnswer::Partial { start: len - span.min(len), end: len - 1 });
+            }
+        }
+    }
+}

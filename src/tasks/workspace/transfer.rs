@@ -10,7 +10,7 @@ use sqlx::{FromRow, PgConnection};
 use uuid::Uuid;
 
 use super::bundle::*;
-use super::import::{refuse, retarget_steps, sha256_hex};
+use super::import::{refuse, retarget_steps, sha256_hex, time_refused, unstorable_time};
 use super::parts::{self, Part};
 use super::store::{self as ws, ArtifactWrite, StepWrite};
 use super::waits::WaitStatus;
@@ -448,6 +448,14 @@ pub async fn store(
                     ),
                 ));
             }
+            let times = state
+                .items
+                .iter()
+                .flat_map(|i| [i.started_at.as_ref(), i.completed_at.as_ref()]);
+            if let Some(t) = unstorable_time([Some(&state.created_at)].into_iter().chain(times)) {
+                let at = format!("mnemo.planVersions: version {}: ", state.version);
+                return Err(time_refused(&member(METADATA), &at, t));
+            }
             states.push(state);
         }
     }
@@ -476,6 +484,10 @@ pub async fn store(
             )
             .with("line", n + 1));
         }
+        if let Some(t) = unstorable_time([Some(&line.timestamp)]) {
+            let at = format!("line {}: ", n + 1);
+            return Err(time_refused(&member(EXECUTION_LOG), &at, t).with("line", n + 1));
+        }
         events.push(serde_json::to_value(line).map_err(internal)?);
     }
     let mut messages = Vec::with_capacity(bundle.messages.len());
@@ -489,6 +501,10 @@ pub async fn store(
                 format!("line {}: unknown role or msg_type", n + 1),
             )
             .with("line", n + 1));
+        }
+        if let Some(t) = unstorable_time([Some(&line.timestamp)]) {
+            let at = format!("line {}: ", n + 1);
+            return Err(time_refused(&member(MESSAGES), &at, t).with("line", n + 1));
         }
         messages.push(serde_json::to_value(line).map_err(internal)?);
     }
@@ -516,6 +532,13 @@ pub async fn store(
         {
             return Err(at("unknown action_type or status".into()));
         }
+        let times = [Some(&line.created_at), Some(&line.updated_at)]
+            .into_iter()
+            .chain(line.logs.iter().map(|l| Some(&l.created_at)));
+        if let Some(t) = unstorable_time(times) {
+            let at = format!("line {}: ", n + 1);
+            return Err(time_refused(&member(ACTIONS), &at, t).with("line", n + 1));
+        }
         actions.push(line);
     }
     let mut wait_lines = Vec::with_capacity(bundle.waits.len());
@@ -530,6 +553,10 @@ pub async fn store(
         }
         if !wait_ids.insert(line.wait_id) {
             return Err(at(format!("wait {} appears twice", line.wait_id)));
+        }
+        if let Some(t) = unstorable_time([Some(&line.created_at), line.resolved_at.as_ref()]) {
+            let at = format!("line {}: ", n + 1);
+            return Err(time_refused(&member(WAITS), &at, t).with("line", n + 1));
         }
         wait_lines.push(line);
     }
