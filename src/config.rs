@@ -120,6 +120,8 @@ pub struct Config {
     pub tasks: crate::tasks::TasksConfig,
     #[command(flatten)]
     pub embed: crate::embed::EmbedConfig,
+    #[command(flatten)]
+    pub rights: crate::rights::RightsConfig,
 }
 
 impl Config {
@@ -187,6 +189,7 @@ impl Config {
         self.conversations.validate()?;
         self.tasks.validate()?;
         self.embed.validate()?;
+        self.rights.validate()?;
         Ok(())
     }
 
@@ -240,6 +243,7 @@ impl Config {
             conversations: Default::default(),
             tasks: Default::default(),
             embed: Default::default(),
+            rights: Default::default(),
         }
     }
 }
@@ -298,6 +302,7 @@ impl fmt::Debug for Config {
             .field("conversations", &self.conversations)
             .field("tasks", &self.tasks)
             .field("embed", &self.embed)
+            .field("rights", &self.rights)
             .finish()
     }
 }

@@ -104,6 +104,22 @@ impl Scoped {
         }
     }
 
+    /// Opens a read-only transaction on one snapshot (`REPEATABLE READ`): every statement sees
+    /// the database as of the first one, so a long read (an account export) is consistent.
+    pub async fn begin_snapshot(pool: &PgPool, principal: &Principal) -> Result<Self, sqlx::Error> {
+        check_id(&principal.tenant_id)?;
+        check_id(&principal.user_id)?;
+        let mut tx = pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await?;
+        sqlx::query(SET_SCOPE)
+            .bind(&principal.tenant_id)
+            .bind(&principal.user_id)
+            .execute(&mut *tx)
+            .await?;
+        Ok(Scoped { tx })
+    }
+
     async fn open(pool: &PgPool, principal: &Principal) -> Result<Self, sqlx::Error> {
         let mut tx = pool.begin().await?;
         sqlx::query(SET_SCOPE)

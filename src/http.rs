@@ -49,7 +49,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(crate::notes::router())
         .merge(crate::conversations::router())
         .merge(crate::tasks::router())
-        .merge(crate::recall::router());
+        .merge(crate::recall::router())
+        .merge(crate::rights::router());
     crate::idempotency::document(router.get_openapi_mut());
     router
 }

@@ -21,6 +21,7 @@ pub mod openapi;
 pub mod pagination;
 pub mod platform;
 pub mod recall;
+pub mod rights;
 pub mod search;
 pub mod state;
 pub mod tasks;

@@ -20,6 +20,7 @@ long-term notes, conversation history and task memory. Every route under `/api` 
         (name = "conversations", description = "Chat archive (batches and sendBeacon), sessions, short-term window and chat context"),
         (name = "tasks", description = "Long-running agent tasks: plans, steps, execution log, snapshots and \"where was I?\""),
         (name = "recall", description = "One ranked search across memories, conversation messages, notes and task history"),
+        (name = "data rights", description = "Export all of the caller's data, import it here or elsewhere, erase it; erase a whole tenant"),
     )
 )]
 pub struct ApiDoc;

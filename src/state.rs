@@ -29,6 +29,8 @@ pub struct AppState {
     pub fair_use: Arc<crate::fair_use::FairUse>,
     /// What the background indexer has done, for `/metrics`.
     pub indexer: Arc<IndexerStats>,
+    /// Slots of account exports streaming at once (`MNEMO_ACCOUNT_EXPORTS_AT_ONCE`).
+    pub exports: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -40,6 +42,9 @@ impl AppState {
             &config.fair_use,
             config.db_max_connections,
         ));
+        let exports = Arc::new(tokio::sync::Semaphore::new(
+            config.rights.account_exports_at_once,
+        ));
         Ok(AppState {
             pool,
             window_cache: Arc::new(WindowCache::new(config.conversations.window_cache_sessions)),
@@ -50,6 +55,7 @@ impl AppState {
             embedder,
             fair_use,
             indexer: Arc::new(IndexerStats::default()),
+            exports,
         })
     }
 }

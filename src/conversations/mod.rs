@@ -9,6 +9,7 @@ pub mod search;
 pub mod store;
 pub mod sweeper;
 pub mod tools;
+pub mod transfer;
 pub mod window;
 
 use axum::body::Bytes;

@@ -101,6 +101,16 @@ impl WindowCache {
             guard.0.remove(&Self::key(tenant, user, session));
         }
     }
+
+    /// Forgets every session of a user, or of every user of `tenant` when `user` is `None`
+    /// (after an erasure).
+    pub fn remove_all(&self, tenant: &str, user: Option<&str>) {
+        if let Ok(mut guard) = self.inner.lock() {
+            guard
+                .0
+                .retain(|(t, u, _), _| t != tenant || user.is_some_and(|user| u != user));
+        }
+    }
 }
 
 /// The window after `added` joined `window`: ordered by time (ties keep arrival order, as the
@@ -127,6 +137,25 @@ pub fn has_expired(window: &[WindowMessage], cutoff: Option<DateTime<Utc>>) -> b
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn erasures_forget_the_sessions_they_reach() {
+        let cache = WindowCache::new(10);
+        for (t, u, s) in [
+            ("t1", "a", "s1"),
+            ("t1", "a", "s2"),
+            ("t1", "b", "s1"),
+            ("t2", "a", "s1"),
+        ] {
+            cache.put(t, u, s, 1, Vec::new());
+        }
+        cache.remove_all("t1", Some("a"));
+        assert!(cache.get("t1", "a", "s1").is_none() && cache.get("t1", "a", "s2").is_none());
+        assert!(cache.get("t1", "b", "s1").is_some() && cache.get("t2", "a", "s1").is_some());
+        cache.remove_all("t1", None);
+        assert!(cache.get("t1", "b", "s1").is_none());
+        assert!(cache.get("t2", "a", "s1").is_some());
+    }
 
     fn m(id: &str, secs: i64) -> WindowMessage {
         let at = DateTime::from_timestamp(secs, 0).unwrap();

@@ -274,12 +274,10 @@ mod tests {
         let group: Vec<&tokenizers::Encoding> = encodings.iter().collect();
         let pooled = local.model.pooled(&group).unwrap();
 
-        let vectors = Embedder {
-            backend: Arc::new(local),
-        }
-        .embed(&texts)
-        .await
-        .unwrap();
+        let vectors = Embedder::with_backend(Arc::new(local))
+            .embed(&texts)
+            .await
+            .unwrap();
         for ((sentence, vector), raw) in reference.sentences.iter().zip(&vectors).zip(&pooled) {
             assert_eq!(vector.len(), 384);
             for (i, (got, want)) in vector.iter().zip(&sentence.first).enumerate() {

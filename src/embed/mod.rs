@@ -14,6 +14,7 @@ mod bert;
 pub mod config;
 mod local;
 mod openai;
+mod queries;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,6 +56,7 @@ trait Backend: Send + Sync {
 #[derive(Clone)]
 pub struct Embedder {
     backend: Arc<dyn Backend>,
+    queries: Arc<queries::Queries>,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -86,7 +88,7 @@ impl Embedder {
             }
             EmbedderKind::Openai => Arc::new(openai::OpenAiBackend::from_config(config)?),
         };
-        Ok(Some(Embedder { backend }))
+        Ok(Some(Embedder::with_backend(backend)))
     }
 
     /// Deterministic embedder for tests: a feature-hashed (SHA-256) bag of lowercased word tokens
@@ -94,23 +96,32 @@ impl Embedder {
     /// above 0 (every component is non-negative) and identical texts cosine 1. A text without
     /// words gets the same fixed vector as every other such text.
     pub fn hashing(dims: usize) -> Embedder {
-        Embedder {
-            backend: Arc::new(Hashing {
-                dims: dims.max(1),
-                model_id: format!("hashing:{}", dims.max(1)),
-            }),
-        }
+        Embedder::with_backend(Arc::new(Hashing {
+            dims: dims.max(1),
+            model_id: format!("hashing:{}", dims.max(1)),
+        }))
     }
 
     /// An embedder whose every call fails with [`EmbedError::Unavailable`], for tests of what
     /// happens when embeddings cannot be had.
     pub fn failing(dims: usize) -> Embedder {
+        Embedder::with_backend(Arc::new(Failing {
+            dims,
+            model_id: format!("failing:{dims}"),
+        }))
+    }
+
+    fn with_backend(backend: Arc<dyn Backend>) -> Embedder {
         Embedder {
-            backend: Arc::new(Failing {
-                dims,
-                model_id: format!("failing:{dims}"),
-            }),
+            backend,
+            queries: Arc::new(queries::Queries::new()),
         }
+    }
+
+    /// The vector of one search query. Concurrent queries are embedded together in one model
+    /// call, and the vectors of recent queries are reused (see `queries.rs`).
+    pub async fn embed_query(&self, text: &str) -> Result<Arc<Vec<f32>>, EmbedError> {
+        self.queries.embed(&self.backend, text).await
     }
 
     /// Size of every vector.

@@ -376,9 +376,7 @@ mod tests {
             ..Default::default()
         })
         .await;
-        let embedder = Embedder {
-            backend: Arc::new(backend(&url, Some(4))),
-        };
+        let embedder = Embedder::with_backend(Arc::new(backend(&url, Some(4))));
         assert_eq!(embedder.dimensions(), 4);
         assert_eq!(embedder.model_id(), "openai:test-model:4");
         let input = texts(5);

@@ -16,6 +16,7 @@ mod read;
 mod search;
 pub mod store;
 mod tokens;
+pub mod transfer;
 
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};

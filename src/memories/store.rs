@@ -166,7 +166,7 @@ pub(super) fn short_text(
 /// so could never be read back.
 const RESERVED_KEYS: &[&str] = &["search", "capture", ".", ".."];
 
-fn check_key(field: &str, key: &str) -> ApiResult<()> {
+pub(super) fn check_key(field: &str, key: &str) -> ApiResult<()> {
     if RESERVED_KEYS.contains(&key) {
         return Err(ApiError::invalid(
             field,
@@ -196,7 +196,7 @@ pub(super) fn check_metadata(field: &str, metadata: &Map<String, Value>) -> ApiR
     Ok(())
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {

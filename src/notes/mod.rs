@@ -9,6 +9,7 @@ pub mod model;
 pub mod operations;
 pub mod sections;
 pub mod store;
+pub mod transfer;
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};

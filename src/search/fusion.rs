@@ -112,7 +112,9 @@ pub fn lift_by_neighbours<T: Clone + Eq + std::hash::Hash>(
             .flatten()
             .flatten()
             .filter_map(|n| score.get(n).copied())
-            .fold(None, |acc: Option<f32>, s| Some(acc.map_or(s, |a| a.max(s))));
+            .fold(None, |acc: Option<f32>, s| {
+                Some(acc.map_or(s, |a| a.max(s)))
+            });
         if let Some(best) = best.filter(|b| *b > 0.0) {
             hit.score += weight * best;
         }
@@ -242,7 +244,10 @@ mod tests {
         let neighbours: std::collections::HashMap<String, [Option<String>; 2]> = [
             ("answer".to_string(), [Some("question".to_string()), None]),
             // Its neighbour is not a hit: no lift.
-            ("isolated".to_string(), [Some("elsewhere".to_string()), None]),
+            (
+                "isolated".to_string(),
+                [Some("elsewhere".to_string()), None],
+            ),
             ("question".to_string(), [None, Some("answer".to_string())]),
         ]
         .into_iter()
@@ -253,7 +258,10 @@ mod tests {
         assert_eq!(ids, vec!["answer", "isolated", "question", "unrelated"]);
         assert!((fused[0].score - 1.0).abs() < 1e-6);
         assert!((fused[2].score - 0.68).abs() < 1e-6);
-        assert_eq!(fused[1].score, 0.95, "a neighbour that is no hit lifts nothing");
+        assert_eq!(
+            fused[1].score, 0.95,
+            "a neighbour that is no hit lifts nothing"
+        );
         // Lifted from the unlifted scores: weight 0 changes nothing.
         let before = fused.clone();
         lift_by_neighbours(&mut fused, &neighbours, 0.0);

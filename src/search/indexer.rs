@@ -23,6 +23,8 @@ const BATCH_ROWS: i64 = 32;
 /// Chunks of one memory that get vectors (the first 64 × 16 KiB = 1 MiB of its content); keyword
 /// search covers the rest.
 pub const MAX_CHUNKS_PER_MEMORY: i64 = 64;
+/// Texts per call to the embedder within a pass.
+const EMBED_SLICE: usize = 16;
 /// Texts embedded in one pass (one transaction).
 const MAX_TEXTS_PER_PASS: usize = 256;
 /// Characters of a chunk handed to the embedder; the model reads at most 256 tokens anyway.
@@ -490,10 +492,30 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
                   AS u(tenant_id, user_id, memory_id, byte_start, embedding, with_context)
              ON CONFLICT DO NOTHING",
         )
-        .bind(chunks.iter().map(|(t, _, _)| t.tenant_id.as_str()).collect::<Vec<_>>())
-        .bind(chunks.iter().map(|(t, _, _)| t.user_id.as_str()).collect::<Vec<_>>())
-        .bind(chunks.iter().filter_map(|(t, _, _)| t.memory_id).collect::<Vec<_>>())
-        .bind(chunks.iter().map(|(t, _, _)| t.byte_start.unwrap_or(0)).collect::<Vec<_>>())
+        .bind(
+            chunks
+                .iter()
+                .map(|(t, _, _)| t.tenant_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            chunks
+                .iter()
+                .map(|(t, _, _)| t.user_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            chunks
+                .iter()
+                .filter_map(|(t, _, _)| t.memory_id)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            chunks
+                .iter()
+                .map(|(t, _, _)| t.byte_start.unwrap_or(0))
+                .collect::<Vec<_>>(),
+        )
         .bind(
             chunks
                 .iter()
@@ -516,10 +538,30 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
                   AS u(tenant_id, user_id, session_id, message_id, embedding, with_context)
              ON CONFLICT DO NOTHING",
         )
-        .bind(notes.iter().map(|(t, _, _)| t.tenant_id.as_str()).collect::<Vec<_>>())
-        .bind(notes.iter().map(|(t, _, _)| t.user_id.as_str()).collect::<Vec<_>>())
-        .bind(notes.iter().filter_map(|(t, _, _)| t.session_id.as_deref()).collect::<Vec<_>>())
-        .bind(notes.iter().filter_map(|(t, _, _)| t.message_id.as_deref()).collect::<Vec<_>>())
+        .bind(
+            notes
+                .iter()
+                .map(|(t, _, _)| t.tenant_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            notes
+                .iter()
+                .map(|(t, _, _)| t.user_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            notes
+                .iter()
+                .filter_map(|(t, _, _)| t.session_id.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            notes
+                .iter()
+                .filter_map(|(t, _, _)| t.message_id.as_deref())
+                .collect::<Vec<_>>(),
+        )
         .bind(
             notes
                 .iter()
@@ -555,7 +597,12 @@ async fn embed_all(embedder: &Embedder, texts: &[String]) -> Result<Vec<Vec<f32>
     if texts.is_empty() {
         return Ok(Vec::new());
     }
-    let vectors = embedder.embed(texts).await.map_err(|e| e.to_string())?;
+    // In slices, each its own job on the embedding threads, so that a search's query waits for
+    // one slice at most rather than for the whole pass.
+    let mut vectors = Vec::with_capacity(texts.len());
+    for slice in texts.chunks(EMBED_SLICE) {
+        vectors.extend(embedder.embed(slice).await.map_err(|e| e.to_string())?);
+    }
     if vectors.len() != texts.len() {
         return Err(format!(
             "the embedder returned {} vectors for {} texts",

@@ -102,19 +102,15 @@ pub async fn prepare(
     let Some(embedder) = state.embedder.as_ref().filter(|_| mode.semantic()) else {
         return Ok((mode, None));
     };
-    match embedder.embed(&[query.to_owned()]).await {
-        Ok(mut vectors) if vectors.len() == 1 => Ok((
+    match embedder.embed_query(query).await {
+        Ok(vector) => Ok((
             mode,
             Some(QueryVector {
                 model_id: embedder.model_id().to_owned(),
-                values: vectors.remove(0),
+                values: vector.as_ref().clone(),
                 keyword_weight: state.config.search_keyword_weight,
             }),
         )),
-        Ok(_) => {
-            tracing::warn!("the embedder returned no vector for a query; serving keyword results");
-            Ok((mode, None))
-        }
         Err(err) => {
             tracing::warn!(error = %err, "the embedder failed; serving keyword results");
             Ok((mode, None))

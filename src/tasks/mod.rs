@@ -151,7 +151,7 @@ impl TasksConfig {
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(register_task, list_tasks))
-        .routes(routes!(get_task, patch_task))
+        .routes(routes!(get_task, patch_task, delete_task))
         .routes(routes!(update_task))
         .routes(routes!(query_task))
         .routes(routes!(put_plan))
@@ -378,6 +378,42 @@ pub async fn list_tasks(
         .then(|| items.last().map(|t| store::encode_cursor(&t.id)))
         .flatten();
     Ok(axum::Json(TaskPage { items, next_cursor }))
+}
+
+/// Deletes a task and everything under it: plans and their items, actions and their logs, the
+/// execution log, messages, snapshots, steps, artifacts, waits and the configuration snapshot.
+#[utoipa::path(delete, path = "/api/tasks/{id}", tag = "tasks",
+    params(("id" = Uuid, Path, description = "Task id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn delete_task(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<Uuid>,
+) -> ApiResult<StatusCode> {
+    principal.require(Scope::Write)?;
+    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    // Every table under a task references it with ON DELETE CASCADE.
+    let deleted = sqlx::query(
+        "DELETE FROM tasks
+         WHERE tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')
+           AND id = $1",
+    )
+    .bind(id)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if deleted == 0 {
+        return Err(ApiError::not_found(format!("no task {id}")));
+    }
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// A task with its timestamps, active plan (with item status) and counts.

@@ -11,6 +11,7 @@
 mod cli;
 mod common;
 mod conversations;
+mod data_rights;
 mod deploy;
 mod idempotency;
 mod memories;

@@ -269,7 +269,10 @@ async fn semantic_and_hybrid_rank_by_meaning(pool: PgPool) {
     .unwrap();
     assert_eq!(alone, 5, "one vector per chunk, the old ones gone");
     // The first memory has nothing before it; each later one is embedded with its predecessor too.
-    assert_eq!(with_context, 4, "one vector with context per chunk that has a predecessor");
+    assert_eq!(
+        with_context, 4,
+        "one vector with context per chunk that has a predecessor"
+    );
     let context: String = sqlx::query_scalar(
         "SELECT count(*)::text FROM memory_vectors v JOIN agent_memories m ON m.id = v.memory_id
          WHERE v.with_context AND m.memory_key = 't1'",
@@ -289,7 +292,11 @@ async fn a_reply_is_lifted_by_the_turn_before_it(pool: PgPool) {
     for (key, thread, content) in [
         ("q", "chat", "Tom: What did you make in your pottery class?"),
         ("a", "chat", "Maya: A crooked bowl, glazed green."),
-        ("other", "market", "Maya: A green bowl from the flea market."),
+        (
+            "other",
+            "market",
+            "Maya: A green bowl from the flea market.",
+        ),
     ] {
         expect(
             app.put(&format!("/api/memories/{key}"), &token)

@@ -769,7 +769,7 @@ async fn the_sweeper_pauses_and_archives_as_time_moves(pool: PgPool) {
 }
 
 /// A task with something in every file of the layout.
-async fn rich_task(app: &TestApp, token: &str) -> String {
+pub(crate) async fn rich_task(app: &TestApp, token: &str) -> String {
     let id = task(app, token, "Deploy coursefolio").await;
     let p = |s: &str| format!("/api/tasks/{id}{s}");
     expect(

@@ -45,7 +45,7 @@ fn broken(detail: impl std::fmt::Display) -> ApiError {
 }
 
 /// A member path split into its components, after the checks every path passes.
-fn components(member: &str) -> Result<Vec<&str>, &'static str> {
+pub(crate) fn components(member: &str) -> Result<Vec<&str>, &'static str> {
     if member.contains('\0') || member.contains('\\') {
         return Err("the path contains a NUL or a backslash");
     }

@@ -1,0 +1,268 @@
+//! Conversation history in an account export: sessions, their messages (in the order they were
+//! archived) and the archive batches, as records written back as they were by an import.
+//!
+//! A message's `seq` is an identity the database hands out, so it is not carried: an import
+//! inserts messages in export order, which keeps their relative order.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::batch::check_id;
+use crate::error::{ApiError, ApiResult};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRecord {
+    pub session_id: String,
+    pub agent_name: String,
+    pub summary: Option<String>,
+    pub version: i64,
+    pub created_at: DateTime<Utc>,
+    pub last_activity_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[serde(deny_unknown_fields)]
+pub struct MessageRecord {
+    pub session_id: String,
+    pub message_id: String,
+    pub sender: String,
+    pub text: String,
+    pub sent_at: DateTime<Utc>,
+    pub archived_at: DateTime<Utc>,
+    pub tool_calls: Option<Value>,
+    pub tool_call_id: Option<String>,
+}
+
+/// One archive batch (what arrived when).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRecord {
+    pub id: Uuid,
+    pub session_id: String,
+    pub archived_at: DateTime<Utc>,
+    pub start_timestamp: Option<DateTime<Utc>>,
+    pub end_timestamp: Option<DateTime<Utc>>,
+    pub message_count: i32,
+    pub new_count: i32,
+    pub duplicate_count: i32,
+}
+
+const SCOPE: &str =
+    "tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')";
+
+/// The caller's sessions after `after`, at most `limit`.
+pub async fn sessions_page(
+    conn: &mut PgConnection,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<Vec<SessionRecord>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT session_id, agent_name, summary, version, created_at, last_activity_at
+         FROM agent_sessions WHERE {SCOPE} AND ($1::text IS NULL OR session_id > $1)
+         ORDER BY session_id LIMIT $2"
+    ))
+    .bind(after)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// The caller's messages after position `after` (a `seq`), at most `limit`, with the position
+/// of each.
+pub async fn messages_page(
+    conn: &mut PgConnection,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<(i64, MessageRecord)>, sqlx::Error> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        seq: i64,
+        #[sqlx(flatten)]
+        record: MessageRecord,
+    }
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT seq, session_id, message_id, sender, text, sent_at, archived_at, tool_calls,
+                tool_call_id
+         FROM conversation_messages WHERE {SCOPE} AND seq > $1 ORDER BY seq LIMIT $2"
+    ))
+    .bind(after)
+    .bind(limit)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.seq, r.record)).collect())
+}
+
+/// The caller's archive batches after `after`, at most `limit`.
+pub async fn batches_page(
+    conn: &mut PgConnection,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<BatchRecord>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT id, session_id, archived_at, start_timestamp, end_timestamp, message_count,
+                new_count, duplicate_count
+         FROM recent_conversation_history WHERE {SCOPE} AND ($1::uuid IS NULL OR id > $1)
+         ORDER BY id LIMIT $2"
+    ))
+    .bind(after)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// An id exactly as a write would have stored it (checked, and not in need of trimming).
+fn exact_id(field: &str, value: &str) -> ApiResult<()> {
+    let checked = check_id(field, Some(value))?;
+    if checked != value {
+        return Err(ApiError::invalid(
+            field,
+            format!("`{field}` starts or ends with whitespace"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn check_session(record: &SessionRecord) -> ApiResult<()> {
+    exact_id("session_id", &record.session_id)?;
+    exact_id("agent_name", &record.agent_name)?;
+    if record.version < 1 {
+        return Err(ApiError::invalid("version", "`version` must be at least 1"));
+    }
+    Ok(())
+}
+
+pub fn check_message(record: &MessageRecord) -> ApiResult<()> {
+    exact_id("session_id", &record.session_id)?;
+    exact_id("message_id", &record.message_id)?;
+    if !matches!(record.sender.as_str(), "user" | "ai" | "tool") {
+        return Err(ApiError::invalid(
+            "sender",
+            format!("`sender` {:?} is not user, ai or tool", record.sender),
+        ));
+    }
+    Ok(())
+}
+
+pub fn check_batch(record: &BatchRecord) -> ApiResult<()> {
+    exact_id("session_id", &record.session_id)?;
+    if record.message_count < 0 || record.new_count < 0 || record.duplicate_count < 0 {
+        return Err(ApiError::invalid(
+            "message_count",
+            "batch counts must not be negative",
+        ));
+    }
+    Ok(())
+}
+
+pub async fn restore_sessions(
+    conn: &mut PgConnection,
+    records: &[SessionRecord],
+) -> Result<(), sqlx::Error> {
+    let ids: Vec<&str> = records.iter().map(|r| r.session_id.as_str()).collect();
+    let agents: Vec<&str> = records.iter().map(|r| r.agent_name.as_str()).collect();
+    let summaries: Vec<Option<&str>> = records.iter().map(|r| r.summary.as_deref()).collect();
+    let versions: Vec<i64> = records.iter().map(|r| r.version).collect();
+    let created: Vec<DateTime<Utc>> = records.iter().map(|r| r.created_at).collect();
+    let active: Vec<DateTime<Utc>> = records.iter().map(|r| r.last_activity_at).collect();
+    sqlx::query(
+        "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, summary, version,
+                                     created_at, last_activity_at)
+         SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), s, a, m, v, c, l
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[],
+                     $6::timestamptz[]) AS x(s, a, m, v, c, l)",
+    )
+    .bind(&ids)
+    .bind(&agents)
+    .bind(&summaries)
+    .bind(&versions)
+    .bind(&created)
+    .bind(&active)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Writes messages back in the given order; with `embed`, user and AI messages with text are
+/// queued for the embedder as an archive would queue them.
+pub async fn restore_messages(
+    conn: &mut PgConnection,
+    records: &[MessageRecord],
+    embed: bool,
+) -> Result<(), sqlx::Error> {
+    let sessions: Vec<&str> = records.iter().map(|r| r.session_id.as_str()).collect();
+    let ids: Vec<&str> = records.iter().map(|r| r.message_id.as_str()).collect();
+    let senders: Vec<&str> = records.iter().map(|r| r.sender.as_str()).collect();
+    let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
+    let sent: Vec<DateTime<Utc>> = records.iter().map(|r| r.sent_at).collect();
+    let archived: Vec<DateTime<Utc>> = records.iter().map(|r| r.archived_at).collect();
+    let calls: Vec<Option<Value>> = records.iter().map(|r| r.tool_calls.clone()).collect();
+    let call_ids: Vec<Option<&str>> = records.iter().map(|r| r.tool_call_id.as_deref()).collect();
+    sqlx::query(
+        "WITH inserted AS (
+             INSERT INTO conversation_messages
+                 (tenant_id, user_id, session_id, message_id, sender, text, sent_at, archived_at,
+                  tool_calls, tool_call_id)
+             SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), s, i, f, t, a,
+                    r, nullif(c, 'null'::jsonb), k
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
+                         $6::timestamptz[], $7::jsonb[], $8::text[])
+                  WITH ORDINALITY AS x(s, i, f, t, a, r, c, k, n)
+             ORDER BY n
+             RETURNING tenant_id, user_id, session_id, message_id, sender, text
+         )
+         INSERT INTO embedding_outbox (tenant_id, user_id, kind, session_id, message_id)
+         SELECT tenant_id, user_id, 'message', session_id, message_id FROM inserted
+         WHERE $9 AND sender IN ('user', 'ai') AND text <> ''",
+    )
+    .bind(&sessions)
+    .bind(&ids)
+    .bind(&senders)
+    .bind(&texts)
+    .bind(&sent)
+    .bind(&archived)
+    .bind(&calls)
+    .bind(&call_ids)
+    .bind(embed)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn restore_batches(
+    conn: &mut PgConnection,
+    records: &[BatchRecord],
+) -> Result<(), sqlx::Error> {
+    let ids: Vec<Uuid> = records.iter().map(|r| r.id).collect();
+    let sessions: Vec<&str> = records.iter().map(|r| r.session_id.as_str()).collect();
+    let archived: Vec<DateTime<Utc>> = records.iter().map(|r| r.archived_at).collect();
+    let starts: Vec<Option<DateTime<Utc>>> = records.iter().map(|r| r.start_timestamp).collect();
+    let ends: Vec<Option<DateTime<Utc>>> = records.iter().map(|r| r.end_timestamp).collect();
+    let counts: Vec<i32> = records.iter().map(|r| r.message_count).collect();
+    let new: Vec<i32> = records.iter().map(|r| r.new_count).collect();
+    let dups: Vec<i32> = records.iter().map(|r| r.duplicate_count).collect();
+    sqlx::query(
+        "INSERT INTO recent_conversation_history
+             (tenant_id, user_id, id, session_id, archived_at, start_timestamp, end_timestamp,
+              message_count, new_count, duplicate_count)
+         SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), i, s, a, b, e, m,
+                n, d
+         FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[],
+                     $5::timestamptz[], $6::int4[], $7::int4[], $8::int4[])
+              AS x(i, s, a, b, e, m, n, d)",
+    )
+    .bind(&ids)
+    .bind(&sessions)
+    .bind(&archived)
+    .bind(&starts)
+    .bind(&ends)
+    .bind(&counts)
+    .bind(&new)
+    .bind(&dups)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,675 @@
+//! The account import: an archive in the export layout restored into the caller's account, in one
+//! transaction (a refused archive stores nothing).
+//!
+//! The body is never held whole. A blocking thread reads it as it arrives (gunzip, tar), checks
+//! every member header before reading its data (type, path, place in the layout and in the order,
+//! size against the caps), parses and checks each member's records, and hands them to the request
+//! task through a small bounded channel; the request task writes them in its transaction. At the
+//! end the counts read must equal the manifest's, so an archive cut at a member boundary is
+//! refused too.
+//!
+//! Answers: a body or archive past a size cap is 413 (`limit_bytes`); an archive that is not
+//! gzip/tar, does not follow the layout, or holds invalid records is 422 naming the `member` (and
+//! the `line` of a JSON Lines member); anything that already exists in the account (a memory id or
+//! key, an agent's notes, a session id, a task id) is 409 naming the member.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::body::Body;
+use flate2::read::GzDecoder;
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::layout::*;
+use crate::auth::Principal;
+use crate::conversations::transfer::{
+    self as conversations, BatchRecord, MessageRecord, SessionRecord,
+};
+use crate::db::Scoped;
+use crate::error::{ApiError, ApiResult};
+use crate::memories::transfer::{self as memories, MemoryRecord};
+use crate::notes::transfer::{self as notes, NotesRecord, RevisionRecord};
+use crate::state::AppState;
+use crate::tasks::workspace::bundle::Bundle;
+use crate::tasks::workspace::{import as task_import, transfer as task_transfer};
+
+/// Largest manifest.
+const MANIFEST_MAX_BYTES: u64 = 64 * 1024;
+/// Largest memory record (its metadata is at most 64 KiB).
+const MEMORY_RECORD_MAX_BYTES: u64 = 1024 * 1024;
+/// Largest JSON Lines member: an export closes them at 8 MiB plus one record.
+pub const SEGMENT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The caps an import is held to.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The body as sent (compressed).
+    pub body_bytes: u64,
+    /// The sum of all member sizes (unpacked).
+    pub unpacked_bytes: u64,
+    /// A memory's content (`MNEMO_MEMORY_MAX_BYTES`).
+    pub memory_bytes: u64,
+    /// A notes document or revision (`MNEMO_NOTES_MAX_BYTES`).
+    pub notes_bytes: usize,
+    /// One file of a task (`MNEMO_TASKS_ARTIFACT_MAX_BYTES`).
+    pub task_member_bytes: u64,
+    /// All files of one task (`MNEMO_TASKS_IMPORT_MAX_BYTES`).
+    pub task_bytes: u64,
+    /// Files of one task (`MNEMO_TASKS_IMPORT_MAX_MEMBERS`).
+    pub task_members: usize,
+}
+
+impl Limits {
+    pub fn of(state: &AppState) -> Self {
+        let c = &state.config;
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        Limits {
+            body_bytes: n(c.rights.account_import_max_bytes),
+            unpacked_bytes: n(c.rights.account_import_max_unpacked_bytes),
+            memory_bytes: n(c.memory_max_bytes),
+            notes_bytes: c.notes.max_bytes,
+            task_member_bytes: n(c.tasks.artifact_max_bytes),
+            task_bytes: n(c.tasks.import_max_bytes),
+            task_members: c.tasks.import_max_members,
+        }
+    }
+}
+
+/// What the reader hands the writer.
+enum Item {
+    Manifest(Manifest),
+    Memory {
+        member: String,
+        record: Box<MemoryRecord>,
+        content: String,
+    },
+    Notes(String, Vec<NotesRecord>),
+    Revisions(String, Vec<RevisionRecord>),
+    Sessions(String, Vec<SessionRecord>),
+    Messages(String, Vec<MessageRecord>),
+    Batches(String, Vec<BatchRecord>),
+    Task {
+        dir: String,
+        id: Uuid,
+        bundle: Box<Bundle>,
+    },
+}
+
+/// 422 naming the member.
+fn refuse(member: &str, detail: impl std::fmt::Display) -> ApiError {
+    ApiError::invalid("archive", format!("archive member {member:?}: {detail}"))
+        .with("member", member)
+}
+
+/// 413 naming the member and the cap.
+fn too_large(member: &str, detail: impl std::fmt::Display, limit: u64) -> ApiError {
+    ApiError::too_large(format!("archive member {member:?}: {detail}"))
+        .with("member", member)
+        .with("limit_bytes", limit)
+}
+
+fn broken(detail: impl std::fmt::Display) -> ApiError {
+    ApiError::invalid(
+        "archive",
+        format!("the body is not a readable .tar.gz archive: {detail}"),
+    )
+}
+
+/// A check of a record (a 422 or 413 of its own), restated for the member and line it came from.
+fn at_record(member: &str, line: Option<usize>, err: ApiError) -> ApiError {
+    let ApiError::Problem(problem) = err else {
+        return err;
+    };
+    let place = match line {
+        Some(line) => format!("archive member {member:?}, line {line}"),
+        None => format!("archive member {member:?}"),
+    };
+    let mut out =
+        crate::error::Problem::new(problem.status(), format!("{place}: {}", problem.detail));
+    out.extensions = problem.extensions;
+    let mut err = ApiError::problem(out).with("member", member);
+    if let Some(line) = line {
+        err = err.with("line", line);
+    }
+    err
+}
+
+/// A database refusal while writing `member`: a duplicate is 409, another violated rule or bad
+/// value 422, anything else is what it is.
+fn db_refusal(member: &str, err: sqlx::Error) -> ApiError {
+    if let sqlx::Error::Database(db) = &err {
+        let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+        let constraint = db.constraint().unwrap_or_default().to_string();
+        if code == "23505" {
+            return ApiError::conflict(format!(
+                "archive member {member:?}: it holds something this account already has \
+                 ({constraint}); nothing was imported"
+            ))
+            .with("member", member)
+            .with("constraint", constraint);
+        }
+        if code.starts_with("54") {
+            // A value past what PostgreSQL can hold (a text too long to index, ...).
+            return ApiError::too_large(format!(
+                "archive member {member:?}: a value is too large to store: {}",
+                db.message()
+            ))
+            .with("member", member);
+        }
+        if code.starts_with("23") || code.starts_with("22") {
+            return refuse(member, format!("refused by the database: {}", db.message()))
+                .with("constraint", constraint);
+        }
+    }
+    ApiError::from(err)
+}
+
+/// The same for errors of the task store, which come as [`ApiError`]s.
+fn task_refusal(member: &str, err: ApiError) -> ApiError {
+    match err {
+        ApiError::Problem(p) if p.status == 409 => ApiError::conflict(format!(
+            "archive member {member:?}: this account already has the task; nothing was imported"
+        ))
+        .with("member", member),
+        ApiError::Problem(_) => err,
+        ApiError::Internal(inner) => match inner.downcast::<sqlx::Error>() {
+            Ok(db) => db_refusal(member, db),
+            Err(inner) => ApiError::Internal(inner),
+        },
+    }
+}
+
+/// Reads the archive from `reader` and hands each checked item to `send` (false: stop reading).
+fn read_archive(
+    reader: impl Read,
+    limits: &Limits,
+    alive: impl Fn() -> bool,
+    mut send: impl FnMut(Item) -> bool,
+) -> ApiResult<()> {
+    let mut tar = tar::Archive::new(GzDecoder::new(reader));
+    let entries = tar.entries().map_err(broken)?.raw(true);
+    let mut state = ReadState::default();
+    for entry in entries {
+        if !alive() {
+            // The request was answered already (a refusal): stop reading.
+            return Ok(());
+        }
+        let mut entry = entry.map_err(broken)?;
+        let member = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let kind = entry.header().entry_type();
+        let is_dir = kind.is_dir();
+        if !(kind.is_file() || is_dir) {
+            return Err(refuse(
+                &member,
+                "only regular files and directories are accepted (no links, devices or extension headers)",
+            ));
+        }
+        if std::str::from_utf8(&entry.path_bytes()).is_err() {
+            return Err(refuse(&member, "the path is not UTF-8"));
+        }
+        let parts = task_import::components(&member).map_err(|why| refuse(&member, why))?;
+        let size = entry.header().size().map_err(|e| refuse(&member, e))?;
+        state.unpacked = state.unpacked.saturating_add(size);
+        if state.unpacked > limits.unpacked_bytes {
+            return Err(too_large(
+                &member,
+                format!(
+                    "the members add up to more than {} bytes (MNEMO_ACCOUNT_IMPORT_MAX_UNPACKED_BYTES)",
+                    limits.unpacked_bytes
+                ),
+                limits.unpacked_bytes,
+            ));
+        }
+        if is_dir {
+            if !is_layout_dir(&parts) {
+                return Err(refuse(
+                    &member,
+                    "the directory is not part of the export layout",
+                ));
+            }
+            continue;
+        }
+        let what = classify(&parts).map_err(|why| refuse(&member, why))?;
+        state.place(&member, &what)?;
+        if state
+            .task
+            .as_ref()
+            .is_some_and(|t| !matches!(&what, Member::TaskFile { dir, .. } if *dir == t.dir))
+        {
+            if let Some(task) = state.task.take() {
+                if !send(finish_task(task)?) {
+                    return Ok(());
+                }
+            }
+        }
+        let cap = match &what {
+            Member::Manifest => MANIFEST_MAX_BYTES,
+            Member::MemoryRecord(_) => MEMORY_RECORD_MAX_BYTES,
+            Member::MemoryContent(_) => limits.memory_bytes,
+            Member::Segment(_) => SEGMENT_MAX_BYTES,
+            Member::TaskFile { .. } => limits.task_member_bytes,
+        };
+        if size > cap {
+            return Err(too_large(
+                &member,
+                format!("is {size} bytes; a member of its kind may have at most {cap} bytes"),
+                cap,
+            ));
+        }
+        let capacity = usize::try_from(size).unwrap_or(0);
+        let mut bytes = Vec::with_capacity(capacity);
+        (&mut entry)
+            .take(size)
+            .read_to_end(&mut bytes)
+            .map_err(|e| refuse(&member, format!("cannot be read: {e}")))?;
+        if u64::try_from(bytes.len()).unwrap_or(u64::MAX) != size {
+            return Err(refuse(&member, "the archive ends inside this member"));
+        }
+        let item = match what {
+            Member::Manifest => Some(Item::Manifest(read_manifest(&member, &bytes)?)),
+            Member::MemoryRecord(id) => {
+                let record: MemoryRecord = record(&member, None, &bytes)?;
+                if record.id != id {
+                    return Err(refuse(
+                        &member,
+                        format!("holds memory {}, not {id}", record.id),
+                    ));
+                }
+                state.pending_memory = Some((member, record));
+                None
+            }
+            Member::MemoryContent(_) => {
+                let Some((record_member, record)) = state.pending_memory.take() else {
+                    return Err(refuse(&member, "is not preceded by its memory record"));
+                };
+                let content = String::from_utf8(bytes)
+                    .map_err(|_| refuse(&member, "memory content must be UTF-8 text"))?;
+                memories::check(
+                    &record,
+                    &content,
+                    usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX),
+                )
+                .map_err(|e| at_record(&record_member, None, e))?;
+                Some(Item::Memory {
+                    member: record_member,
+                    record: Box::new(record),
+                    content,
+                })
+            }
+            Member::Segment(kind) => Some(read_segment(kind, member, &bytes, limits)?),
+            Member::TaskFile { dir, path } => {
+                let task = state.task.get_or_insert_with(|| OpenTask {
+                    dir: dir.clone(),
+                    files: TaskFiles::new(),
+                    bytes: 0,
+                });
+                task.bytes = task.bytes.saturating_add(size);
+                if task.bytes > limits.task_bytes {
+                    return Err(too_large(
+                        &member,
+                        format!(
+                            "the files of task {dir} add up to more than {} bytes (MNEMO_TASKS_IMPORT_MAX_BYTES)",
+                            limits.task_bytes
+                        ),
+                        limits.task_bytes,
+                    ));
+                }
+                if task.files.len() >= limits.task_members {
+                    return Err(too_large(
+                        &member,
+                        format!(
+                            "task {dir} has more than {} files (MNEMO_TASKS_IMPORT_MAX_MEMBERS)",
+                            limits.task_members
+                        ),
+                        limits.task_bytes,
+                    ));
+                }
+                if task.files.insert(path, bytes).is_some() {
+                    return Err(refuse(&member, "appears twice in the archive"));
+                }
+                None
+            }
+        };
+        if let Some(item) = item {
+            if !send(item) {
+                return Ok(());
+            }
+        }
+    }
+    if let Some((member, _)) = state.pending_memory {
+        return Err(refuse(
+            &member,
+            "the archive ends before this memory's content",
+        ));
+    }
+    if !state.seen_manifest {
+        return Err(ApiError::invalid(
+            "archive",
+            format!("the archive holds no {MANIFEST}"),
+        ));
+    }
+    if let Some(task) = state.task.take() {
+        send(finish_task(task)?);
+    }
+    Ok(())
+}
+
+struct OpenTask {
+    dir: String,
+    files: TaskFiles,
+    bytes: u64,
+}
+
+#[derive(Default)]
+struct ReadState {
+    unpacked: u64,
+    seen_manifest: bool,
+    /// The kind of the last file member.
+    kind: Option<Kind>,
+    pending_memory: Option<(String, MemoryRecord)>,
+    memories: HashSet<Uuid>,
+    task: Option<OpenTask>,
+    done_tasks: HashSet<String>,
+}
+
+impl ReadState {
+    /// Checks that `what` may come now: manifest first, kinds in layout order, a memory's content
+    /// right after its record, each memory and each task directory once and in one piece.
+    fn place(&mut self, member: &str, what: &Member) -> ApiResult<()> {
+        if !self.seen_manifest && *what != Member::Manifest {
+            return Err(refuse(
+                member,
+                format!("the archive must begin with {MANIFEST}"),
+            ));
+        }
+        if *what == Member::Manifest && self.seen_manifest {
+            return Err(refuse(member, "appears twice in the archive"));
+        }
+        if let Some((record_member, record)) = &self.pending_memory {
+            if *what != Member::MemoryContent(record.id) {
+                return Err(refuse(
+                    member,
+                    format!(
+                        "{record_member} must be followed at once by {}",
+                        memory_content_name(record.id)
+                    ),
+                ));
+            }
+        } else if let Member::MemoryContent(id) = what {
+            return Err(refuse(
+                member,
+                format!("is not preceded by {}", memory_record_name(*id)),
+            ));
+        }
+        let kind = what.kind();
+        if let Some(last) = self.kind {
+            if kind < last {
+                return Err(refuse(
+                    member,
+                    "is out of order: members come as manifest, memories, notes, note revisions, \
+                     sessions, messages, session batches, tasks",
+                ));
+            }
+        }
+        self.kind = Some(kind);
+        match what {
+            Member::Manifest => self.seen_manifest = true,
+            Member::MemoryRecord(id) if !self.memories.insert(*id) => {
+                return Err(refuse(
+                    member,
+                    format!("memory {id} appears twice in the archive"),
+                ));
+            }
+            Member::TaskFile { dir, .. }
+                if self.task.as_ref().is_none_or(|t| t.dir != *dir)
+                    && !self.done_tasks.insert(dir.clone()) =>
+            {
+                return Err(refuse(
+                    member,
+                    format!("the files of task {dir} must come together, and the task once"),
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn finish_task(task: OpenTask) -> ApiResult<Item> {
+    let dir = task.dir;
+    let bundle = task_import::parse(&dir, &task.files)?;
+    let id =
+        Uuid::parse_str(&dir).map_err(|_| refuse(&dir, "the task directory is not a task id"))?;
+    if bundle.metadata.parent_task_id != dir {
+        return Err(refuse(
+            &format!(
+                "{}/{dir}/metadata.json",
+                crate::tasks::workspace::bundle::ROOT
+            ),
+            format!(
+                "names task {:?}, but its directory is {dir}",
+                bundle.metadata.parent_task_id
+            ),
+        ));
+    }
+    Ok(Item::Task {
+        dir,
+        id,
+        bundle: Box::new(bundle),
+    })
+}
+
+fn read_manifest(member: &str, bytes: &[u8]) -> ApiResult<Manifest> {
+    let manifest: Manifest = serde_json::from_slice(bytes)
+        .map_err(|e| refuse(member, format!("is not a manifest: {e}")))?;
+    if manifest.format != FORMAT {
+        return Err(refuse(
+            member,
+            format!("format is {:?}, not {FORMAT:?}", manifest.format),
+        ));
+    }
+    if manifest.version != VERSION {
+        return Err(refuse(
+            member,
+            format!(
+                "has format version {}; this server reads version {VERSION}",
+                manifest.version
+            ),
+        ));
+    }
+    Ok(manifest)
+}
+
+/// One JSON record: storable as given (no NUL characters, numbers that read back), then of
+/// type `T` with no unknown fields.
+fn record<T: DeserializeOwned>(member: &str, line: Option<usize>, bytes: &[u8]) -> ApiResult<T> {
+    let fail = |detail: String| at_record(member, line, ApiError::invalid("archive", detail));
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| fail(format!("is not JSON: {e}")))?;
+    if let Some(err) = crate::extract::unstorable(&value, &mut String::new()) {
+        return Err(at_record(member, line, err));
+    }
+    serde_json::from_value(value).map_err(|e| fail(format!("is not a valid record: {e}")))
+}
+
+fn lines<T: DeserializeOwned>(
+    member: &str,
+    bytes: &[u8],
+    check: impl Fn(&T) -> ApiResult<()>,
+) -> ApiResult<Vec<T>> {
+    let text = std::str::from_utf8(bytes).map_err(|_| refuse(member, "is not UTF-8 text"))?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let item: T = record(member, Some(n + 1), line.as_bytes())?;
+        check(&item).map_err(|e| at_record(member, Some(n + 1), e))?;
+        out.push(item);
+    }
+    Ok(out)
+}
+
+fn read_segment(kind: Kind, member: String, bytes: &[u8], limits: &Limits) -> ApiResult<Item> {
+    let max = limits.notes_bytes;
+    Ok(match kind {
+        Kind::Notes => {
+            let records = lines(&member, bytes, |r| notes::check_notes(r, max))?;
+            Item::Notes(member, records)
+        }
+        Kind::NoteRevisions => {
+            let records = lines(&member, bytes, |r| notes::check_revision(r, max))?;
+            Item::Revisions(member, records)
+        }
+        Kind::Sessions => {
+            let records = lines(&member, bytes, conversations::check_session)?;
+            Item::Sessions(member, records)
+        }
+        Kind::Messages => {
+            let records = lines(&member, bytes, conversations::check_message)?;
+            Item::Messages(member, records)
+        }
+        Kind::SessionBatches => {
+            let records = lines(&member, bytes, conversations::check_batch)?;
+            Item::Batches(member, records)
+        }
+        Kind::Manifest | Kind::Memories | Kind::Tasks => {
+            return Err(refuse(&member, "is not a JSON Lines member"));
+        }
+    })
+}
+
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Restores the archive in `body` into `principal`'s account; answers what it restored.
+pub async fn run(state: &AppState, principal: &Principal, body: Body) -> ApiResult<Counts> {
+    let limits = Limits::of(state);
+    let over = Arc::new(AtomicBool::new(false));
+    let seen = over.clone();
+    let cap = limits.body_bytes;
+    let mut received = 0u64;
+    let stream = body.into_data_stream().map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        received = received.saturating_add(count(chunk.len()));
+        if received > cap {
+            seen.store(true, Ordering::SeqCst);
+            return Err(std::io::Error::other(
+                "the body is larger than the import cap",
+            ));
+        }
+        Ok(chunk)
+    });
+    let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
+    let (items_tx, mut items) = mpsc::channel::<ApiResult<Item>>(2);
+    tokio::task::spawn_blocking(move || {
+        let result = read_archive(
+            reader,
+            &limits,
+            || !items_tx.is_closed(),
+            |item| items_tx.blocking_send(Ok(item)).is_ok(),
+        );
+        if let Err(err) = result {
+            let _ = items_tx.blocking_send(Err(err));
+        }
+    });
+    let body_too_large = || {
+        ApiError::too_large(format!(
+            "the archive is larger than {cap} bytes (MNEMO_ACCOUNT_IMPORT_MAX_BYTES)"
+        ))
+        .with("limit_bytes", cap)
+    };
+
+    let embed = state.embedder.is_some();
+    let caps = task_transfer::ImportCaps {
+        max_plan_steps: state.config.tasks.max_plan_steps,
+        max_parts: state.config.tasks.step_max_parts,
+    };
+    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut manifest: Option<Manifest> = None;
+    let mut got = Counts::default();
+    while let Some(item) = items.recv().await {
+        let item = match item {
+            Ok(item) => item,
+            Err(_) if over.load(Ordering::SeqCst) => return Err(body_too_large()),
+            Err(err) => return Err(err),
+        };
+        match item {
+            Item::Manifest(m) => manifest = Some(m),
+            Item::Memory {
+                member,
+                record,
+                content,
+            } => {
+                memories::restore(&mut tx, &record, content, embed)
+                    .await
+                    .map_err(|e| db_refusal(&member, e))?;
+                got.memories += 1;
+            }
+            Item::Notes(member, records) => {
+                notes::restore_notes(&mut tx, &records)
+                    .await
+                    .map_err(|e| db_refusal(&member, e))?;
+                got.notes += count(records.len());
+            }
+            Item::Revisions(member, records) => {
+                notes::restore_revisions(&mut tx, &records)
+                    .await
+                    .map_err(|e| db_refusal(&member, e))?;
+                got.note_revisions += count(records.len());
+            }
+            Item::Sessions(member, records) => {
+                conversations::restore_sessions(&mut tx, &records)
+                    .await
+                    .map_err(|e| db_refusal(&member, e))?;
+                got.sessions += count(records.len());
+            }
+            Item::Messages(member, records) => {
+                conversations::restore_messages(&mut tx, &records, embed)
+                    .await
+                    .map_err(|e| db_refusal(&member, e))?;
+                got.messages += count(records.len());
+            }
+            Item::Batches(member, records) => {
+                conversations::restore_batches(&mut tx, &records)
+                    .await
+                    .map_err(|e| db_refusal(&member, e))?;
+                got.session_batches += count(records.len());
+            }
+            Item::Task { dir, id, bundle } => {
+                let member = format!("{}/{dir}/", crate::tasks::workspace::bundle::ROOT);
+                task_transfer::store(&mut tx, &dir, *bundle, id, caps)
+                    .await
+                    .map_err(|e| task_refusal(&member, e))?;
+                got.tasks += 1;
+            }
+        }
+    }
+    if over.load(Ordering::SeqCst) {
+        return Err(body_too_large());
+    }
+    let Some(manifest) = manifest else {
+        return Err(ApiError::invalid(
+            "archive",
+            format!("the archive holds no {MANIFEST}"),
+        ));
+    };
+    if manifest.counts != got {
+        return Err(ApiError::invalid(
+            "archive",
+            format!(
+                "the archive is incomplete or altered: the manifest counts {:?}, the archive holds {:?}",
+                manifest.counts, got
+            ),
+        )
+        .with("member", MANIFEST));
+    }
+    tx.commit().await?;
+    Ok(got)
+}
