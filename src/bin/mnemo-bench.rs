@@ -21,9 +21,9 @@
 //! `--victim-clients` clients that alternate `GET /api/me` and a read of a small memory. It prints
 //! one line: the quiet tenant's p50/p99 (over all its requests, failed ones included) and its
 //! answers by status, the flood's successful requests per second and its 429s, and with
-//! `--server-pid` / `--pg-pid` the CPU time per request (all answered requests of both tenants) of
-//! the server process and of the PostgreSQL cluster (the postmaster, its children, and the children
-//! it has reaped), read from `/proc`.
+//! `--server-pid` / `--pg-pid` the CPU time per request (all answered requests of both tenants) and
+//! the cores busy on average, of the server process and of the PostgreSQL cluster (the postmaster,
+//! its children, and the children it has reaped), read from `/proc`.
 //!
 //! `--embed-throughput N` measures the local embedder instead (the model folder from
 //! `MNEMO_EMBEDDING_MODEL`, `MNEMO_EMBEDDING_THREADS` threads): N sentences of about 40 words in
@@ -755,18 +755,21 @@ async fn noisy_neighbour(args: &Args, config: &Config) -> Result<(), String> {
     };
     let flood_ok = ok(&flood_answers);
     let requests = flood_answers.len() + quiet_answers.len();
-    let per_request = |before: Option<u64>, after: Option<u64>| match (before, after) {
-        (Some(b), Some(a)) if requests > 0 => format!(
-            "{:.0}",
-            a.saturating_sub(b) as f64 * 1e6 / args.clock_ticks.max(1) as f64 / requests as f64
-        ),
+    let seconds_used = |before: Option<u64>, after: Option<u64>| {
+        Some(after?.saturating_sub(before?) as f64 / args.clock_ticks.max(1) as f64)
+    };
+    let server_cpu = seconds_used(cpu_before.0, cpu_after.0);
+    let pg_cpu = seconds_used(cpu_before.1, cpu_after.1);
+    let per_request = |cpu: Option<f64>| match cpu {
+        Some(cpu) if requests > 0 => format!("{:.0}", cpu * 1e6 / requests as f64),
         _ => "n/a".into(),
     };
+    let cores = |cpu: Option<f64>| cpu.map_or("n/a".into(), |cpu| format!("{:.2}", cpu / elapsed));
     println!(
         "scenario=noisy-neighbour flood={} clients={} victim_clients={} seconds={} \
          quiet_requests={} quiet_ok={} quiet_p50_ms={:.2} quiet_p99_ms={:.2} quiet_errors={} \
          flood_requests={} flood_ok={} flood_rps={:.0} flood_errors={} \
-         server_cpu_us_per_req={} pg_cpu_us_per_req={}",
+         server_cpu_us_per_req={} pg_cpu_us_per_req={} server_cores={} pg_cores={}",
         args.flood,
         args.clients,
         args.victim_clients,
@@ -780,8 +783,10 @@ async fn noisy_neighbour(args: &Args, config: &Config) -> Result<(), String> {
         flood_ok,
         flood_ok as f64 / elapsed,
         failures(&flood_answers),
-        per_request(cpu_before.0, cpu_after.0),
-        per_request(cpu_before.1, cpu_after.1),
+        per_request(server_cpu),
+        per_request(pg_cpu),
+        cores(server_cpu),
+        cores(pg_cpu),
     );
     Ok(())
 }
