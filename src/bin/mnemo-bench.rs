@@ -14,6 +14,17 @@
 //! word a line, most frequent first) its question is 3 to 8 words drawn from that vocabulary with
 //! a Zipf-like distribution (rank r with probability about 1/r), like the loaded texts.
 //!
+//! `noisy-neighbour` measures fair use between tenants: tenant `noisy` floods with `--clients`
+//! clients (`--flood search`: keyword searches of two words by one user over `--corpus` stored
+//! 1 KB memories, each word in about a third of them; `--flood write`: 100 KB memory writes, each
+//! client its own user) while tenant `quiet` runs
+//! `--victim-clients` clients that alternate `GET /api/me` and a read of a small memory. It prints
+//! one line: the quiet tenant's p50/p99 (over all its requests, failed ones included) and its
+//! answers by status, the flood's successful requests per second and its 429s, and with
+//! `--server-pid` / `--pg-pid` the CPU time per request (all answered requests of both tenants) and
+//! the cores busy on average, of the server process and of the PostgreSQL cluster (the postmaster,
+//! its children, and the children it has reaped), read from `/proc`.
+//!
 //! `--embed-throughput N` measures the local embedder instead (the model folder from
 //! `MNEMO_EMBEDDING_MODEL`, `MNEMO_EMBEDDING_THREADS` threads): N sentences of about 40 words in
 //! one call, printed as `embed texts=... threads=... texts_per_s=...`.
@@ -34,7 +45,7 @@ struct Args {
     url: String,
     /// Scenario: me, memory-store, memory-retrieve, archive-batch, chat-context, task-events,
     /// search-keyword, search-semantic, search-hybrid, chat-search-keyword, chat-search-semantic,
-    /// chat-search-hybrid.
+    /// chat-search-hybrid, noisy-neighbour.
     #[arg(long, required_unless_present = "embed_throughput")]
     scenario: Option<String>,
     /// Concurrent clients.
@@ -59,6 +70,24 @@ struct Args {
     /// Measure the local embedder on this many texts instead of running a scenario.
     #[arg(long)]
     embed_throughput: Option<usize>,
+    /// noisy-neighbour: what the flooding tenant sends, `search` or `write`.
+    #[arg(long, default_value = "search")]
+    flood: String,
+    /// noisy-neighbour: clients of the quiet tenant.
+    #[arg(long, default_value_t = 4)]
+    victim_clients: usize,
+    /// noisy-neighbour: memories the flooding searcher holds.
+    #[arg(long, default_value_t = 3000)]
+    corpus: usize,
+    /// noisy-neighbour: pid of the mnemo server, for its CPU time.
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// noisy-neighbour: pid of the PostgreSQL postmaster, for the cluster's CPU time.
+    #[arg(long)]
+    pg_pid: Option<u32>,
+    /// Clock ticks per second of `/proc/<pid>/stat` (`getconf CLK_TCK`).
+    #[arg(long, default_value_t = 100)]
+    clock_ticks: u64,
 }
 
 struct Client {
@@ -182,8 +211,48 @@ async fn send_json(
     serde_json::from_str(&text).map_err(|e| e.to_string())
 }
 
-/// One measured request; returns whether it succeeded.
-async fn one(scenario: &str, client: &Client, n: usize) -> Result<bool, String> {
+/// About 100 KB of text, varied per client and request so nothing is deduplicated.
+fn hundred_kilobytes(client: usize, seed: usize) -> String {
+    let mut text = String::with_capacity(100 * 1024 + 128);
+    let mut line = 0usize;
+    while text.len() < 100 * 1024 {
+        text.push_str(&format!(
+            "flood {client}-{seed} line {line}: compiling crate, warning unused variable, test ok\n"
+        ));
+        line += 1;
+    }
+    text
+}
+
+/// Words of the flooding searcher's corpus and questions: each memory holds three of them.
+const WORDS: [&str; 8] = [
+    "deploy",
+    "timeout",
+    "cache",
+    "migration",
+    "index",
+    "rollback",
+    "latency",
+    "quota",
+];
+
+/// The `i`th memory of the flooding searcher's corpus: about 1 KB, a few varied words in each.
+fn corpus_text(i: usize) -> String {
+    let mut text = format!(
+        "bench output {i}: {} {} {}\n",
+        WORDS[i % 8],
+        WORDS[(i / 8) % 8],
+        WORDS[(i / 64) % 8]
+    );
+    while text.len() < 1024 {
+        text.push_str("line of tool output with some words to index: build ok, tests passed\n");
+    }
+    text.truncate(1024);
+    text
+}
+
+/// One measured request; returns its HTTP status (0: no answer).
+async fn one(scenario: &str, client: &Client, n: usize) -> Result<u16, String> {
     let request = match scenario {
         "me" => client.http.get(client.url("/api/me")),
         "memory-store" => client
@@ -240,16 +309,34 @@ async fn one(scenario: &str, client: &Client, n: usize) -> Result<bool, String> 
             .post(client.url("/api/chat/search"))
             .json(&json!({"query": client.question(n), "limit": 10,
                           "mode": scenario.trim_start_matches("chat-search-")})),
+        "noisy-search" => {
+            // Two of the corpus words: each is in about a third of the memories.
+            let r = client.random(n, 3) as usize;
+            let query = format!("{} {}", WORDS[r % 8], WORDS[(r / 8) % 8]);
+            client
+                .http
+                .post(client.url("/api/memories/search"))
+                .json(&json!({"query": query, "limit": 10, "mode": "keyword"}))
+        }
+        "noisy-write" => client
+            .http
+            .post(client.url("/api/memories"))
+            .json(&json!({"content": hundred_kilobytes(client.id, n), "description": "flood"})),
+        "noisy-victim" if n % 2 == 0 => client.http.get(client.url("/api/me")),
+        "noisy-victim" => {
+            let key = &client.prepared[0];
+            client.http.get(client.url(&format!("/api/memories/{key}")))
+        }
         other => return Err(format!("unknown scenario `{other}`")),
     };
     let response = request.bearer_auth(client.token_for(n)).send().await;
     Ok(match response {
         Ok(r) => {
-            let ok = r.status().is_success();
-            let _ = r.bytes().await;
-            ok
+            let status = r.status().as_u16();
+            // A body cut short counts as no answer.
+            if r.bytes().await.is_ok() { status } else { 0 }
         }
-        Err(_) => false,
+        Err(_) => 0,
     })
 }
 
@@ -309,6 +396,15 @@ async fn main() -> ExitCode {
     }
     let scenario_name = args.scenario.clone().unwrap_or_default();
     let config = Config::for_secret(None, &args.secret);
+    if scenario_name == "noisy-neighbour" {
+        return match noisy_neighbour(&args, &config).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("mnemo-bench: noisy-neighbour: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let mut users = Vec::with_capacity(args.users);
     for u in 0..args.users {
         match mnemo::auth::mint(
@@ -422,8 +518,8 @@ async fn run(
             while Instant::now() < deadline {
                 let t = Instant::now();
                 match one(&scenario, &client, n).await {
-                    Ok(true) => latencies.push(t.elapsed()),
-                    Ok(false) => errors += 1,
+                    Ok(status) if (200..300).contains(&status) => latencies.push(t.elapsed()),
+                    Ok(_) => errors += 1,
                     Err(e) => return Err(e),
                 }
                 n += 1;
@@ -439,4 +535,258 @@ async fn run(
         errors += e;
     }
     Ok((all, errors))
+}
+
+/// The flooding tenant of `noisy-neighbour`, and the quiet one.
+const NOISY: &str = "noisy";
+const QUIET: &str = "quiet";
+
+/// One answer: how long it took and its status (0: no answer).
+type Answer = (Duration, u16);
+
+fn mint(config: &Config, user: &str, tenant: &str) -> Result<String, String> {
+    mnemo::auth::mint(config, user, tenant, &[], Duration::from_secs(3600))
+        .map_err(|e| e.to_string())
+}
+
+/// PUTs `content` under `key` (created, or unchanged when it is already there).
+async fn put_memory(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    key: &str,
+    content: String,
+) -> Result<(), String> {
+    let response = http
+        .put(format!("{base}/api/memories/{key}"))
+        .bearer_auth(token)
+        .json(&json!({"content": content, "description": "bench"}))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    if !status.is_success() {
+        let text = response.text().await.unwrap_or_default();
+        return Err(format!("PUT {key} answered {status}: {text}"));
+    }
+    Ok(())
+}
+
+/// Runs every client of both tenants until `window` has passed; answers of the flood, then of the
+/// quiet tenant.
+async fn load_both(
+    flood: &[Arc<Client>],
+    flood_scenario: &'static str,
+    quiet: &[Arc<Client>],
+    window: Duration,
+) -> Result<(Vec<Answer>, Vec<Answer>), String> {
+    let deadline = Instant::now() + window;
+    let spawn = |clients: &[Arc<Client>], scenario: &'static str| {
+        clients
+            .iter()
+            .map(|client| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let mut answers = Vec::new();
+                    let mut n = 0usize;
+                    while Instant::now() < deadline {
+                        let t = Instant::now();
+                        let status = one(scenario, &client, n).await?;
+                        answers.push((t.elapsed(), status));
+                        n += 1;
+                    }
+                    Ok::<_, String>(answers)
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let flood_tasks = spawn(flood, flood_scenario);
+    let quiet_tasks = spawn(quiet, "noisy-victim");
+    let mut flood_answers = Vec::new();
+    for task in flood_tasks {
+        flood_answers.extend(task.await.map_err(|e| e.to_string())??);
+    }
+    let mut quiet_answers = Vec::new();
+    for task in quiet_tasks {
+        quiet_answers.extend(task.await.map_err(|e| e.to_string())??);
+    }
+    Ok((flood_answers, quiet_answers))
+}
+
+/// Counts of the answers that were not 2xx, as `429:12,503:3` (`0` when there are none).
+fn failures(answers: &[Answer]) -> String {
+    let mut counts = std::collections::BTreeMap::new();
+    for (_, status) in answers {
+        if !(200..300).contains(status) {
+            *counts.entry(*status).or_insert(0usize) += 1;
+        }
+    }
+    if counts.is_empty() {
+        return "0".into();
+    }
+    counts
+        .iter()
+        .map(|(status, count)| format!("{status}:{count}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The parent pid and utime, stime, cutime, cstime (clock ticks) of `/proc/<pid>/stat`.
+fn proc_stat(pid: u32) -> Option<(u32, [u64; 4])> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; the fields after it do not.
+    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+    let ppid = fields.get(1)?.parse().ok()?;
+    let mut times = [0u64; 4];
+    for (i, time) in times.iter_mut().enumerate() {
+        *time = fields.get(11 + i)?.parse().ok()?;
+    }
+    Some((ppid, times))
+}
+
+/// CPU ticks so far of the server process, and of the PostgreSQL cluster: the postmaster with the
+/// children it has reaped, plus its live children.
+fn cpu_ticks(server: Option<u32>, postmaster: Option<u32>) -> (Option<u64>, Option<u64>) {
+    let server = server.and_then(proc_stat).map(|(_, t)| t[0] + t[1]);
+    let cluster = postmaster.and_then(|pm| {
+        let (_, own) = proc_stat(pm)?;
+        let mut total: u64 = own.iter().sum();
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Some((ppid, t)) = proc_stat(pid) {
+                if ppid == pm {
+                    total += t[0] + t[1];
+                }
+            }
+        }
+        Some(total)
+    });
+    (server, cluster)
+}
+
+/// `noisy-neighbour`: one tenant floods, another does light requests; prints one line.
+async fn noisy_neighbour(args: &Args, config: &Config) -> Result<(), String> {
+    let flood_scenario = match args.flood.as_str() {
+        "search" => "noisy-search",
+        "write" => "noisy-write",
+        other => return Err(format!("unknown --flood `{other}`; use search or write")),
+    };
+    let base = args.url.trim_end_matches('/').to_owned();
+    let http = reqwest::Client::new();
+    let client = |id: usize, token: String, prepared: Vec<String>| {
+        Arc::new(Client {
+            http: reqwest::Client::new(),
+            base: base.clone(),
+            token,
+            id,
+            prepared,
+            users: Arc::new(Vec::new()),
+            vocab: Arc::new(Vec::new()),
+        })
+    };
+
+    // The searcher's corpus, under fixed keys: a second run finds it unchanged and writes nothing.
+    let searcher = mint(config, "searcher", NOISY)?;
+    if args.flood == "search" {
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..16 {
+            let (http, base, token, next) =
+                (http.clone(), base.clone(), searcher.clone(), next.clone());
+            let corpus = args.corpus;
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= corpus {
+                        return Ok::<_, String>(());
+                    }
+                    put_memory(&http, &base, &token, &format!("corpus-{i}"), corpus_text(i))
+                        .await?;
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.map_err(|e| e.to_string())??;
+        }
+    }
+    let mut flood = Vec::new();
+    for id in 0..args.clients {
+        let token = match args.flood.as_str() {
+            "search" => searcher.clone(),
+            _ => mint(config, &format!("writer-{id}"), NOISY)?,
+        };
+        flood.push(client(id, token, Vec::new()));
+    }
+    let mut quiet = Vec::new();
+    for id in 0..args.victim_clients {
+        let token = mint(config, &format!("quiet-{id}"), QUIET)?;
+        let note = "a small memory of the quiet tenant: the build passed".to_owned();
+        put_memory(&http, &base, &token, "note", note).await?;
+        quiet.push(client(id, token, vec!["note".to_owned()]));
+    }
+
+    // Warm-up, not measured.
+    load_both(&flood, flood_scenario, &quiet, Duration::from_secs(1)).await?;
+    let cpu_before = cpu_ticks(args.server_pid, args.pg_pid);
+    let started = Instant::now();
+    let (flood_answers, quiet_answers) = load_both(
+        &flood,
+        flood_scenario,
+        &quiet,
+        Duration::from_secs(args.seconds),
+    )
+    .await?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu_after = cpu_ticks(args.server_pid, args.pg_pid);
+
+    let mut quiet_latencies: Vec<Duration> = quiet_answers.iter().map(|(d, _)| *d).collect();
+    quiet_latencies.sort_unstable();
+    let ok = |answers: &[Answer]| {
+        answers
+            .iter()
+            .filter(|(_, s)| (200..300).contains(s))
+            .count()
+    };
+    let flood_ok = ok(&flood_answers);
+    let requests = flood_answers.len() + quiet_answers.len();
+    let seconds_used = |before: Option<u64>, after: Option<u64>| {
+        Some(after?.saturating_sub(before?) as f64 / args.clock_ticks.max(1) as f64)
+    };
+    let server_cpu = seconds_used(cpu_before.0, cpu_after.0);
+    let pg_cpu = seconds_used(cpu_before.1, cpu_after.1);
+    let per_request = |cpu: Option<f64>| match cpu {
+        Some(cpu) if requests > 0 => format!("{:.0}", cpu * 1e6 / requests as f64),
+        _ => "n/a".into(),
+    };
+    let cores = |cpu: Option<f64>| cpu.map_or("n/a".into(), |cpu| format!("{:.2}", cpu / elapsed));
+    println!(
+        "scenario=noisy-neighbour flood={} clients={} victim_clients={} seconds={} \
+         quiet_requests={} quiet_ok={} quiet_p50_ms={:.2} quiet_p99_ms={:.2} quiet_errors={} \
+         flood_requests={} flood_ok={} flood_rps={:.0} flood_errors={} \
+         server_cpu_us_per_req={} pg_cpu_us_per_req={} server_cores={} pg_cores={}",
+        args.flood,
+        args.clients,
+        args.victim_clients,
+        args.seconds,
+        quiet_answers.len(),
+        ok(&quiet_answers),
+        percentile(&quiet_latencies, 50.0),
+        percentile(&quiet_latencies, 99.0),
+        failures(&quiet_answers),
+        flood_answers.len(),
+        flood_ok,
+        flood_ok as f64 / elapsed,
+        failures(&flood_answers),
+        per_request(server_cpu),
+        per_request(pg_cpu),
+        cores(server_cpu),
+        cores(pg_cpu),
+    );
+    Ok(())
 }
