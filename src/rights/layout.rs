@@ -40,6 +40,7 @@ pub const SEGMENT_BYTES: usize = 8 * 1024 * 1024;
 /// read, and an import answers with it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = AccountCounts)]
 pub struct Counts {
     pub memories: u64,
     pub notes: u64,

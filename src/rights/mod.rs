@@ -149,6 +149,7 @@ pub async fn export_account(
 
 /// What an import restored.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AccountImportResult)]
 pub struct ImportResult {
     /// What was restored, per kind (equal to the manifest's counts).
     pub imported: Counts,
