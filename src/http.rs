@@ -17,7 +17,7 @@ use tower::ServiceBuilder;
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
@@ -76,7 +76,13 @@ pub fn layered(router: Router<AppState>, state: AppState) -> Router {
                 .layer(middleware::from_fn(bound_request_id))
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-                .layer(TraceLayer::new_for_http().make_span_with(make_span))
+                .layer(
+                    TraceLayer::new_for_http()
+                        .make_span_with(make_span)
+                        // A 5xx is logged where it is made: a fault at ERROR (with its cause), an
+                        // outage at WARN; an expected 503 (no model configured) is not an error.
+                        .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+                )
                 .layer(middleware::from_fn_with_state(
                     state.clone(),
                     record_metrics,

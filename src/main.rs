@@ -138,7 +138,24 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .await
                 .map_err(|e| format!("cannot connect to {}: {e}", redact_url(&url)))?;
             let listen = config.listen;
-            tracing::info!(config = ?config, "starting");
+            // One readable line of what matters at start; every setting at debug level.
+            let auth = if config.jwt_secret.is_some() {
+                "HS256 secret"
+            } else if config.jwt_public_key.is_some() {
+                "public key"
+            } else {
+                "JWKS"
+            };
+            tracing::info!(
+                database = %redact_url(&url),
+                %listen,
+                auth,
+                embedder = ?config.embed.embedder,
+                chat_model = config.llm.model.as_deref().unwrap_or("none"),
+                cors_origins = config.cors_origins.len(),
+                "starting"
+            );
+            tracing::debug!(config = ?config, "settings");
             let state = AppState::new(config, pool).await?;
             mnemo::prepare_embeddings(&state, &admin).await?;
             admin.close().await;
