@@ -20,6 +20,7 @@ unset MNEMO_LLM_BASE_URL MNEMO_LLM_MODEL MNEMO_LLM_API_KEY MNEMO_HISTORY_RETENTI
 
 TEST_SERVER_DB=""
 SERVER=""
+STUB_LLM=""
 
 # psql of the server scripts/pg runs (MNEMO_PG_BIN or .data/pg-bin), else the one on PATH.
 test_server_psql() {
@@ -49,6 +50,11 @@ test_server_stop() {
         wait "$SERVER" 2>/dev/null || true
         SERVER=""
     fi
+    if [ -n "$STUB_LLM" ]; then
+        kill "$STUB_LLM" 2>/dev/null || true
+        wait "$STUB_LLM" 2>/dev/null || true
+        STUB_LLM=""
+    fi
     if declare -F test_server_cleanup_extra >/dev/null; then test_server_cleanup_extra; fi
     if [ -n "$TEST_SERVER_DB" ]; then
         local psql
@@ -60,6 +66,22 @@ test_server_stop() {
             sleep 0.2
         done
     fi
+}
+
+# A stand-in chat model (tests/schemathesis/stub_llm.py) on a free local port, so that POST
+# /api/chat runs end to end; the server started next uses it.
+test_server_stub_llm() {
+    local port_file
+    port_file="$(mktemp -t mnemo-stub-llm-XXXXXX)"
+    python3 tests/schemathesis/stub_llm.py "$port_file" &
+    STUB_LLM=$!
+    trap test_server_stop EXIT
+    for _ in $(seq 1 100); do
+        [ -s "$port_file" ] && break
+        sleep 0.1
+    done
+    export MNEMO_LLM_BASE_URL="http://127.0.0.1:$(cat "$port_file")/v1" MNEMO_LLM_MODEL=stub
+    rm -f "$port_file"
 }
 
 test_server_free_port() {
