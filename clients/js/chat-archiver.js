@@ -129,13 +129,20 @@ export class ChatArchiver {
 
   /** The last token known without waiting: for beacons, sent during unload. */
   currentToken() {
-    const token = this.tokenSource({});
+    let token = null;
+    try {
+      token = this.tokenSource({});
+    } catch {
+      // Keep the last one.
+    }
     if (typeof token === "string" && token) this.token = token;
     return this.token;
   }
 
   /** Starts the periodic timer and the unload listeners. */
   start() {
+    // A token at hand before the first archive, should the page close before it.
+    if (!this.token) Promise.resolve().then(() => this.getToken()).catch(() => {});
     if (!this.timer && this.everySeconds > 0) {
       this.timer = setInterval(() => {
         if (this.outgoing().length > 0) this.flush().catch(() => {});
