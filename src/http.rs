@@ -135,7 +135,6 @@ pub const CORS_ALLOWED_HEADERS: &[&str] = &[
 pub const CORS_EXPOSED_HEADERS: &[&str] = &[
     "x-request-id",
     "etag",
-    "location",
     "content-range",
     "accept-ranges",
     "x-memory-range",

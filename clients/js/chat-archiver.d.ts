@@ -41,12 +41,22 @@ export interface ChatArchiverOptions {
   agentId?: string;
   /** A bearer token (JWT); or `getToken` for tokens that refresh. */
   token?: string;
-  getToken?: () => string;
+  /**
+   * The token to send (a string or a promise of one). After a 401 the archiver calls it once
+   * with `{ refresh: true }` and sends again with what it returns. Beacons (sent while the page
+   * unloads, unable to wait) use the last token it returned.
+   */
+  getToken?: (options: { refresh?: boolean }) => string | Promise<string>;
   /** Archive after this many new messages (default 10; 0 disables). */
   everyMessages?: number;
   /** Archive every this many seconds when something is pending (default 60; 0 disables). */
   everySeconds?: number;
-  /** Retries of a failed archive (default 5), with exponential backoff from `backoffMs` (500). */
+  /**
+   * Retries of a failed archive (default 5), with exponential backoff from `backoffMs` (500), and
+   * at least as long as a `Retry-After` header asks (at most 60 s). Every attempt of one batch
+   * sends the same `Idempotency-Key`. Offline, a batch waits for the `online` event without
+   * spending retries.
+   */
   maxRetries?: number;
   backoffMs?: number;
   /** Largest beacon body in bytes (default 60000; browsers cap beacons near 64 KiB). */
@@ -65,7 +75,7 @@ export declare class ChatArchiver {
   readonly messages: ChatMessage[];
   /** The session; null until the server made one when none was given. */
   readonly sessionId: string | null;
-  /** Starts the periodic timer and the `pagehide` / `visibilitychange` listeners. */
+  /** Starts the periodic timer and the `pagehide` / `visibilitychange` / `online` listeners. */
   start(): this;
   /** Stops the timer and removes the listeners. */
   stop(): void;

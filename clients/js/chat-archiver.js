@@ -1,8 +1,14 @@
 // ChatArchiver: buffers a chat's messages in the browser and archives them to mnemo in batches.
 //
 // - every `everyMessages` new messages, or every `everySeconds` seconds, the messages not yet
-//   confirmed are sent with fetch to POST /api/chat/session/archive_messages; failures are retried
-//   with exponential backoff (the server stores each message once, so re-sending is safe);
+//   confirmed are sent with fetch to POST /api/chat/session/archive_messages; failures (network
+//   errors, 408, 429, 5xx) are retried with exponential backoff, waiting at least what a
+//   `Retry-After` header asks; every attempt of one batch carries the same `Idempotency-Key`, so a
+//   retry of a batch that was stored but whose answer was lost replays the first answer;
+// - while the browser is offline (`navigator.onLine` false) a failed batch waits for the `online`
+//   event instead of spending its retries; messages added meanwhile queue up for the next batch;
+// - a 401 asks `getToken({ refresh: true })` once for a fresh token and sends again (`getToken`
+//   may return a promise);
 // - on `pagehide` or `visibilitychange` to hidden, whatever is still unconfirmed is sent with
 //   navigator.sendBeacon to .../archive_messages/beacon (the token travels in the body, because a
 //   beacon cannot carry headers), split into chunks under `beaconMaxBytes`;
@@ -44,6 +50,28 @@ function editTime(previous) {
   return new Date(previous && previous.getTime() >= now ? previous.getTime() + 1 : now);
 }
 
+/** Longest wait a `Retry-After` header may impose, in ms. */
+const MAX_RETRY_AFTER_MS = 60000;
+
+/** The wait a `Retry-After` header asks for, in ms (seconds or an HTTP date), or null. */
+function retryAfterMs(response) {
+  const value = response.headers && response.headers.get("retry-after");
+  if (!value) return null;
+  const seconds = Number(value);
+  const ms = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(value) - Date.now();
+  return Number.isFinite(ms) ? Math.min(Math.max(ms, 0), MAX_RETRY_AFTER_MS) : null;
+}
+
+const isOffline = () => globalThis.navigator && globalThis.navigator.onLine === false;
+
+/** Resolves when the browser is back online (at once when it is). */
+function online() {
+  if (!isOffline() || !globalThis.addEventListener) return Promise.resolve();
+  return new Promise((resolve) => globalThis.addEventListener("online", () => resolve(), { once: true }));
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
 const encoder = new TextEncoder();
 const byteLength = (text) => encoder.encode(text).length;
 
@@ -58,7 +86,9 @@ export class ChatArchiver {
     /** The session; null until the server made one when none was given. */
     this.sessionId = options.sessionId || null;
     this.agentId = options.agentId || "assistant";
-    this.getToken = options.getToken || (() => options.token);
+    this.tokenSource = options.getToken || (() => options.token);
+    /** The last token obtained (beacons, which cannot wait for a promise, use it). */
+    this.token = options.token || null;
     this.everyMessages = options.everyMessages ?? 10;
     this.everySeconds = options.everySeconds ?? 60;
     this.maxRetries = options.maxRetries ?? 5;
@@ -79,13 +109,40 @@ export class ChatArchiver {
     this.timer = null;
     this.listening = false;
     this.onPageHide = () => this.flushWithBeacon();
+    this.onOnline = () => {
+      if (this.outgoing().length > 0) this.flush().catch(() => {});
+    };
     this.onVisibility = () => {
       if (globalThis.document && globalThis.document.visibilityState === "hidden") this.flushWithBeacon();
     };
   }
 
+  /**
+   * The token to send; with `refresh`, a fresh one (after a 401). `getToken` may return a string
+   * or a promise of one.
+   */
+  async getToken(refresh = false) {
+    const token = await this.tokenSource(refresh ? { refresh: true } : {});
+    if (token) this.token = token;
+    return token;
+  }
+
+  /** The last token known without waiting: for beacons, sent during unload. */
+  currentToken() {
+    let token = null;
+    try {
+      token = this.tokenSource({});
+    } catch {
+      // Keep the last one.
+    }
+    if (typeof token === "string" && token) this.token = token;
+    return this.token;
+  }
+
   /** Starts the periodic timer and the unload listeners. */
   start() {
+    // A token at hand before the first archive, should the page close before it.
+    if (!this.token) Promise.resolve().then(() => this.getToken()).catch(() => {});
     if (!this.timer && this.everySeconds > 0) {
       this.timer = setInterval(() => {
         if (this.outgoing().length > 0) this.flush().catch(() => {});
@@ -93,6 +150,7 @@ export class ChatArchiver {
     }
     if (!this.listening && globalThis.addEventListener) {
       globalThis.addEventListener("pagehide", this.onPageHide);
+      globalThis.addEventListener("online", this.onOnline);
       globalThis.document?.addEventListener("visibilitychange", this.onVisibility);
       this.listening = true;
     }
@@ -105,6 +163,7 @@ export class ChatArchiver {
     this.timer = null;
     if (this.listening) {
       globalThis.removeEventListener("pagehide", this.onPageHide);
+      globalThis.removeEventListener("online", this.onOnline);
       globalThis.document?.removeEventListener("visibilitychange", this.onVisibility);
       this.listening = false;
     }
@@ -214,12 +273,24 @@ export class ChatArchiver {
       agent_id: this.agentId,
       messages_batch: batch.map((entry) => entry.wire),
     });
+    // One key for every attempt of this batch: a retry of a batch that was stored, but whose
+    // answer was lost, gets the first answer back instead of counting duplicates.
+    const idempotencyKey = randomId();
     let lastError = null;
+    let refreshed = false;
+    let token = null;
     for (let attempt = 0; attempt <= this.maxRetries; attempt += 1) {
+      let wait = null;
       try {
+        if (isOffline()) await online();
+        if (token === null) token = await this.getToken();
         const response = await this.fetch(this.baseUrl + ARCHIVE_PATH, {
           method: "POST",
-          headers: { "content-type": "application/json", authorization: `Bearer ${this.getToken()}` },
+          headers: {
+            "content-type": "application/json",
+            authorization: `Bearer ${token}`,
+            "idempotency-key": idempotencyKey,
+          },
           body,
         });
         if (response.ok) {
@@ -232,14 +303,28 @@ export class ChatArchiver {
         const problem = await response.json().catch(() => ({}));
         lastError = new Error(`archive failed: ${response.status} ${problem.detail || ""}`.trim());
         lastError.status = response.status;
+        if (response.status === 401 && !refreshed) {
+          // An expired or revoked token: ask for a fresh one once, and send again at once.
+          refreshed = true;
+          token = await this.getToken(true);
+          attempt -= 1;
+          continue;
+        }
         // Client errors other than 408/429 will not get better by retrying.
         if (response.status < 500 && response.status !== 408 && response.status !== 429) break;
+        wait = retryAfterMs(response);
       } catch (err) {
         lastError = err;
+        if (isOffline()) {
+          // Offline: wait for the network instead of spending the retries.
+          await online();
+          attempt -= 1;
+          continue;
+        }
       }
       if (attempt < this.maxRetries) {
-        const delay = this.backoffMs * 2 ** attempt * (0.5 + Math.random() / 2);
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        const backoff = this.backoffMs * 2 ** attempt * (0.5 + Math.random() / 2);
+        await sleep(Math.max(backoff, wait ?? 0));
       }
     }
     this.onError(lastError);
@@ -254,7 +339,7 @@ export class ChatArchiver {
   beaconChunks() {
     if (!this.sessionId && this.outgoing().length > 0) this.adoptSession(randomId());
     const head = {
-      access_token: this.getToken(),
+      access_token: this.currentToken(),
       session_id: this.sessionId,
       agent_id: this.agentId,
       messages_batch: [],

@@ -3,6 +3,9 @@
 //!
 //! A message's `seq` is an identity the database hands out, so it is not carried: an import
 //! inserts messages in export order, which keeps their relative order.
+//!
+//! Fields added after the first exports (a message's `edited_at`, a session's summary counters,
+//! a batch's update and deletion counts) default when absent, so older archives still import.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -22,6 +25,14 @@ pub struct SessionRecord {
     pub version: i64,
     pub created_at: DateTime<Utc>,
     pub last_activity_at: DateTime<Utc>,
+    /// Messages ever archived into the session; absent: the messages the archive holds.
+    #[serde(default)]
+    pub message_count: Option<i32>,
+    /// How many of them `summary` covers.
+    #[serde(default)]
+    pub summary_message_count: i32,
+    #[serde(default)]
+    pub summary_updated_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
@@ -35,6 +46,9 @@ pub struct MessageRecord {
     pub archived_at: DateTime<Utc>,
     pub tool_calls: Option<Value>,
     pub tool_call_id: Option<String>,
+    /// The client's time of the stored state; null as first written.
+    #[serde(default)]
+    pub edited_at: Option<DateTime<Utc>>,
 }
 
 /// One archive batch (what arrived when).
@@ -49,6 +63,10 @@ pub struct BatchRecord {
     pub message_count: i32,
     pub new_count: i32,
     pub duplicate_count: i32,
+    #[serde(default)]
+    pub updated_count: i32,
+    #[serde(default)]
+    pub deleted_count: i32,
 }
 
 const SCOPE: &str =
@@ -61,7 +79,8 @@ pub async fn sessions_page(
     limit: i64,
 ) -> Result<Vec<SessionRecord>, sqlx::Error> {
     sqlx::query_as(&format!(
-        "SELECT session_id, agent_name, summary, version, created_at, last_activity_at
+        "SELECT session_id, agent_name, summary, version, created_at, last_activity_at,
+                message_count, summary_message_count, summary_updated_at
          FROM agent_sessions WHERE {SCOPE} AND ($1::text IS NULL OR session_id > $1)
          ORDER BY session_id LIMIT $2"
     ))
@@ -86,7 +105,7 @@ pub async fn messages_page(
     }
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT seq, session_id, message_id, sender, text, sent_at, archived_at, tool_calls,
-                tool_call_id
+                tool_call_id, edited_at
          FROM conversation_messages WHERE {SCOPE} AND seq > $1 ORDER BY seq LIMIT $2"
     ))
     .bind(after)
@@ -104,7 +123,7 @@ pub async fn batches_page(
 ) -> Result<Vec<BatchRecord>, sqlx::Error> {
     sqlx::query_as(&format!(
         "SELECT id, session_id, archived_at, start_timestamp, end_timestamp, message_count,
-                new_count, duplicate_count
+                new_count, duplicate_count, updated_count, deleted_count
          FROM recent_conversation_history WHERE {SCOPE} AND ($1::uuid IS NULL OR id > $1)
          ORDER BY id LIMIT $2"
     ))
@@ -132,6 +151,12 @@ pub fn check_session(record: &SessionRecord) -> ApiResult<()> {
     if record.version < 1 {
         return Err(ApiError::invalid("version", "`version` must be at least 1"));
     }
+    if record.message_count.is_some_and(|n| n < 0) || record.summary_message_count < 0 {
+        return Err(ApiError::invalid(
+            "message_count",
+            "message counts must not be negative",
+        ));
+    }
     Ok(())
 }
 
@@ -149,7 +174,16 @@ pub fn check_message(record: &MessageRecord) -> ApiResult<()> {
 
 pub fn check_batch(record: &BatchRecord) -> ApiResult<()> {
     exact_id("session_id", &record.session_id)?;
-    if record.message_count < 0 || record.new_count < 0 || record.duplicate_count < 0 {
+    if [
+        record.message_count,
+        record.new_count,
+        record.duplicate_count,
+        record.updated_count,
+        record.deleted_count,
+    ]
+    .iter()
+    .any(|n| *n < 0)
+    {
         return Err(ApiError::invalid(
             "message_count",
             "batch counts must not be negative",
@@ -168,12 +202,20 @@ pub async fn restore_sessions(
     let versions: Vec<i64> = records.iter().map(|r| r.version).collect();
     let created: Vec<DateTime<Utc>> = records.iter().map(|r| r.created_at).collect();
     let active: Vec<DateTime<Utc>> = records.iter().map(|r| r.last_activity_at).collect();
+    let covers: Vec<i32> = records.iter().map(|r| r.summary_message_count).collect();
+    let summarized: Vec<Option<DateTime<Utc>>> =
+        records.iter().map(|r| r.summary_updated_at).collect();
+    // `message_count` starts at 0: the trigger counts the messages restored next, and
+    // `restore_message_counts` then sets the exported counts.
     sqlx::query(
         "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, summary, version,
-                                     created_at, last_activity_at)
-         SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), s, a, m, v, c, l
+                                     created_at, last_activity_at, summary_message_count,
+                                     summary_updated_at)
+         SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), s, a, m, v, c, l,
+                k, u
          FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[],
-                     $6::timestamptz[]) AS x(s, a, m, v, c, l)",
+                     $6::timestamptz[], $7::int4[], $8::timestamptz[])
+              AS x(s, a, m, v, c, l, k, u)",
     )
     .bind(&ids)
     .bind(&agents)
@@ -181,6 +223,31 @@ pub async fn restore_sessions(
     .bind(&versions)
     .bind(&created)
     .bind(&active)
+    .bind(&covers)
+    .bind(&summarized)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Sets the exported `message_count` of restored sessions (after their messages are restored,
+/// which counted only the messages the archive holds); sessions without one keep that count.
+pub async fn restore_message_counts(
+    conn: &mut PgConnection,
+    counts: &[(String, i32)],
+) -> Result<(), sqlx::Error> {
+    if counts.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = counts.iter().map(|(id, _)| id.as_str()).collect();
+    let values: Vec<i32> = counts.iter().map(|(_, n)| *n).collect();
+    sqlx::query(
+        "UPDATE agent_sessions s SET message_count = x.n
+         FROM unnest($1::text[], $2::int4[]) AS x(id, n)
+         WHERE s.session_id = x.id",
+    )
+    .bind(&ids)
+    .bind(&values)
     .execute(conn)
     .await?;
     Ok(())
@@ -201,16 +268,17 @@ pub async fn restore_messages(
     let archived: Vec<DateTime<Utc>> = records.iter().map(|r| r.archived_at).collect();
     let calls: Vec<Option<Value>> = records.iter().map(|r| r.tool_calls.clone()).collect();
     let call_ids: Vec<Option<&str>> = records.iter().map(|r| r.tool_call_id.as_deref()).collect();
+    let edited: Vec<Option<DateTime<Utc>>> = records.iter().map(|r| r.edited_at).collect();
     sqlx::query(
         "WITH inserted AS (
              INSERT INTO conversation_messages
                  (tenant_id, user_id, session_id, message_id, sender, text, sent_at, archived_at,
-                  tool_calls, tool_call_id)
+                  tool_calls, tool_call_id, edited_at)
              SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), s, i, f, t, a,
-                    r, nullif(c, 'null'::jsonb), k
+                    r, nullif(c, 'null'::jsonb), k, e
              FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
-                         $6::timestamptz[], $7::jsonb[], $8::text[])
-                  WITH ORDINALITY AS x(s, i, f, t, a, r, c, k, n)
+                         $6::timestamptz[], $7::jsonb[], $8::text[], $10::timestamptz[])
+                  WITH ORDINALITY AS x(s, i, f, t, a, r, c, k, e, n)
              ORDER BY n
              RETURNING tenant_id, user_id, session_id, message_id, sender, text
          )
@@ -227,6 +295,7 @@ pub async fn restore_messages(
     .bind(&calls)
     .bind(&call_ids)
     .bind(embed)
+    .bind(&edited)
     .execute(conn)
     .await?;
     Ok(())
@@ -244,15 +313,18 @@ pub async fn restore_batches(
     let counts: Vec<i32> = records.iter().map(|r| r.message_count).collect();
     let new: Vec<i32> = records.iter().map(|r| r.new_count).collect();
     let dups: Vec<i32> = records.iter().map(|r| r.duplicate_count).collect();
+    let updated: Vec<i32> = records.iter().map(|r| r.updated_count).collect();
+    let deleted: Vec<i32> = records.iter().map(|r| r.deleted_count).collect();
     sqlx::query(
         "INSERT INTO recent_conversation_history
              (tenant_id, user_id, id, session_id, archived_at, start_timestamp, end_timestamp,
-              message_count, new_count, duplicate_count)
+              message_count, new_count, duplicate_count, updated_count, deleted_count)
          SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), i, s, a, b, e, m,
-                n, d
+                n, d, u, g
          FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[],
-                     $5::timestamptz[], $6::int4[], $7::int4[], $8::int4[])
-              AS x(i, s, a, b, e, m, n, d)",
+                     $5::timestamptz[], $6::int4[], $7::int4[], $8::int4[], $9::int4[],
+                     $10::int4[])
+              AS x(i, s, a, b, e, m, n, d, u, g)",
     )
     .bind(&ids)
     .bind(&sessions)
@@ -262,6 +334,8 @@ pub async fn restore_batches(
     .bind(&counts)
     .bind(&new)
     .bind(&dups)
+    .bind(&updated)
+    .bind(&deleted)
     .execute(conn)
     .await?;
     Ok(())

@@ -594,6 +594,8 @@ pub async fn run(state: &AppState, principal: &Principal, body: Body) -> ApiResu
     let mut tx = Scoped::begin(&state.pool, principal).await?;
     let mut manifest: Option<Manifest> = None;
     let mut got = Counts::default();
+    // Exported message counts, set once the messages are restored (which count themselves).
+    let mut message_counts: Vec<(String, i32)> = Vec::new();
     while let Some(item) = items.recv().await {
         let item = match item {
             Ok(item) => item,
@@ -629,6 +631,11 @@ pub async fn run(state: &AppState, principal: &Principal, body: Body) -> ApiResu
                     .await
                     .map_err(|e| db_refusal(&member, e))?;
                 got.sessions += count(records.len());
+                message_counts.extend(
+                    records
+                        .iter()
+                        .filter_map(|r| Some((r.session_id.clone(), r.message_count?))),
+                );
             }
             Item::Messages(member, records) => {
                 conversations::restore_messages(&mut tx, &records, embed)
@@ -670,6 +677,7 @@ pub async fn run(state: &AppState, principal: &Principal, body: Body) -> ApiResu
         )
         .with("member", MANIFEST));
     }
+    conversations::restore_message_counts(&mut tx, &message_counts).await?;
     tx.commit().await?;
     Ok(got)
 }

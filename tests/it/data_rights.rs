@@ -482,6 +482,185 @@ async fn export_erase_import_restores_everything_exactly(pool: PgPool) {
     );
 }
 
+/// What an edited message, a deleted one and a session's running summary leave behind (the
+/// stored `edited_at`, the batch's update and deletion counts, the summary and its counters)
+/// survives an export, an erase and the import.
+#[sqlx::test]
+async fn edits_and_session_summaries_survive_export_and_import(pool: PgPool) {
+    let app = TestApp::with_config(pool.clone(), |c| c.conversations.chat_summary_every = 3).await;
+    let alice = app.token("t1", "alice");
+    let message = |id: &str, text: &str, sender: &str, minute: u32| {
+        json!({"id": id, "text": text, "sender": sender,
+               "timestamp": format!("2026-11-21T10:{minute:02}:00.000Z")})
+    };
+    let first = vec![
+        message("q1", "Which backup runs tonight?", "user", 1),
+        message("r1", "The nightly", "ai", 2),
+        message("q2", "And the replica in Frankfurt?", "user", 3),
+        message("q3", "never mind", "user", 4),
+    ];
+    expect(
+        app.post(ARCHIVE, &alice)
+            .json(&json!({"session_id": "edits", "messages_batch": first})),
+        200,
+    )
+    .await;
+    // The streamed reply completes, and the user takes a question back.
+    let mut full = message(
+        "r1",
+        "The nightly full backup of the Postgres cluster.",
+        "ai",
+        2,
+    );
+    full["edited_at"] = json!("2026-11-21T10:02:30.500Z");
+    let second = expect(
+        app.post(ARCHIVE, &alice)
+            .json(&json!({"session_id": "edits", "messages_batch": [
+                full,
+                {"id": "q3", "deleted": true, "edited_at": "2026-11-21T10:05:00Z"},
+            ]})),
+        200,
+    )
+    .await;
+    assert_eq!(
+        (second["updated"].as_i64(), second["deleted"].as_i64()),
+        (Some(1), Some(1))
+    );
+    // The summary refreshes in the background once three messages arrived; wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let detail = loop {
+        let detail = expect(app.get("/api/chat/sessions/edits", &alice), 200).await;
+        if detail["summary_message_count"].as_i64() == Some(4) {
+            break detail;
+        }
+        assert!(std::time::Instant::now() < deadline, "no summary: {detail}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(
+        detail["summary"].is_string() && detail["summary_updated_at"].is_string(),
+        "{detail}"
+    );
+    assert_eq!(detail["message_count"], 4, "{detail}");
+    let messages_before = expect(app.get("/api/chat/sessions/edits/messages", &alice), 200).await;
+    let texts: Vec<&str> = messages_before["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Which backup runs tonight?",
+            "The nightly full backup of the Postgres cluster.",
+            "And the replica in Frankfurt?"
+        ]
+    );
+    let reply = &messages_before["items"][1];
+    assert_eq!(reply["edited_at"], "2026-11-21T10:02:30.500Z", "{reply}");
+
+    let archive = export(&app, &alice).await;
+    let first_members = members(&archive);
+    let records = |name: &str| -> Vec<Value> {
+        let (_, bytes) = first_members
+            .iter()
+            .find(|(p, _)| p == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let messages = records("mnemo_export/messages/000001.jsonl");
+    let exported_reply = messages.iter().find(|m| m["message_id"] == "r1").unwrap();
+    assert_eq!(exported_reply["edited_at"], "2026-11-21T10:02:30.500Z");
+    assert!(messages.iter().find(|m| m["message_id"] == "q1").unwrap()["edited_at"].is_null());
+    let sessions = records("mnemo_export/sessions/000001.jsonl");
+    assert_eq!(sessions[0]["summary"], detail["summary"]);
+    assert_eq!(sessions[0]["message_count"], 4);
+    assert_eq!(sessions[0]["summary_message_count"], 4);
+    assert_eq!(
+        sessions[0]["summary_updated_at"],
+        detail["summary_updated_at"]
+    );
+    let batches = records("mnemo_export/session_batches/000001.jsonl");
+    let counted: Vec<(i64, i64)> = batches
+        .iter()
+        .map(|b| {
+            (
+                b["updated_count"].as_i64().unwrap(),
+                b["deleted_count"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        counted.contains(&(1, 1)) && counted.contains(&(0, 0)),
+        "{counted:?}"
+    );
+
+    expect(app.delete("/api/me/data?confirm=alice", &alice), 200).await;
+    expect(import(&app, &alice, archive), 201).await;
+    assert_same_members(&first_members, &members(&export(&app, &alice).await));
+    assert_eq!(
+        expect(app.get("/api/chat/sessions/edits", &alice), 200).await,
+        detail
+    );
+    assert_eq!(
+        expect(app.get("/api/chat/sessions/edits/messages", &alice), 200).await,
+        messages_before
+    );
+    // The stored edit time still orders the states: a resend of the partial reply changes nothing.
+    let stale = expect(
+        app.post(ARCHIVE, &alice)
+            .json(&json!({"session_id": "edits",
+            "messages_batch": [message("r1", "The nightly", "ai", 2)]})),
+        200,
+    )
+    .await;
+    assert_eq!(stale["updated"], 0, "{stale}");
+
+    // An archive of an older export, without these fields, still imports.
+    let bob = app.token("t1", "bob");
+    let older: Members = first_members
+        .iter()
+        .map(|(path, bytes)| {
+            if !path.ends_with(".jsonl")
+                || !(path.contains("/sessions/")
+                    || path.contains("/messages/")
+                    || path.contains("/session_batches/"))
+            {
+                return (path.clone(), bytes.clone());
+            }
+            let lines: Vec<String> = String::from_utf8_lossy(bytes)
+                .lines()
+                .map(|l| {
+                    let mut v: Value = serde_json::from_str(l).unwrap();
+                    let o = v.as_object_mut().unwrap();
+                    for field in [
+                        "edited_at",
+                        "message_count",
+                        "summary_message_count",
+                        "summary_updated_at",
+                        "updated_count",
+                        "deleted_count",
+                    ] {
+                        o.remove(field);
+                    }
+                    v.to_string()
+                })
+                .collect();
+            (path.clone(), format!("{}\n", lines.join("\n")).into_bytes())
+        })
+        .collect();
+    expect(import(&app, &bob, pack(&older)), 201).await;
+    let restored = expect(app.get("/api/chat/sessions/edits", &bob), 200).await;
+    assert_eq!(restored["summary"], detail["summary"]);
+    assert_eq!(
+        restored["message_count"], 3,
+        "the messages the archive holds: {restored}"
+    );
+}
+
 #[sqlx::test]
 async fn an_export_imports_into_another_account_and_conflicts_store_nothing(pool: PgPool) {
     let app = TestApp::new(pool.clone()).await;
