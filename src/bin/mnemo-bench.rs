@@ -14,6 +14,18 @@
 //! word a line, most frequent first) its question is 3 to 8 words drawn from that vocabulary with
 //! a Zipf-like distribution (rank r with probability about 1/r), like the loaded texts.
 //!
+//! Conversation scenarios, all clients acting as one user (`--user`, default `bench-small`):
+//! `append` archives one message of about 200 characters into a random one of `--sessions`
+//! sessions, `append-one` into one session (every client appends to the same session), `window`
+//! reads the last 10 messages of a random one of the first 100 sessions
+//! (`GET /api/chat/sessions/{id}/messages?order=desc&limit=10`; prepared with 10 messages each),
+//! and `context-one` asks `/api/chat/context` with one new message (a short question) in one
+//! shared session.
+//!
+//! With `--server-pid` and `--pg-pid` every scenario also prints the CPU time per request of the
+//! server process and of the whole PostgreSQL cluster (the postmaster, its children, and the
+//! children it has reaped), read from `/proc`: `server_cpu_us_per_req=... pg_cpu_us_per_req=...`.
+//!
 //! `noisy-neighbour` measures fair use between tenants: tenant `noisy` floods with `--clients`
 //! clients (`--flood search`: keyword searches of two words by one user over `--corpus` stored
 //! 1 KB memories, each word in about a third of them; `--flood write`: 100 KB memory writes, each
@@ -44,9 +56,9 @@ struct Args {
     #[arg(long, default_value = "http://127.0.0.1:8089")]
     url: String,
     /// Scenario: me, memory-store, memory-retrieve, archive-batch, chat-context, task-events,
-    /// search-keyword, search-semantic, search-hybrid, chat-search-keyword, chat-search-semantic,
+    /// append, append-one, window, context-one, search-keyword, search-semantic, search-hybrid, chat-search-keyword, chat-search-semantic,
     /// chat-search-hybrid, noisy-neighbour.
-    #[arg(long, required_unless_present = "embed_throughput")]
+    #[arg(long, required_unless_present_any = ["embed_throughput", "explain"])]
     scenario: Option<String>,
     /// Concurrent clients.
     #[arg(long, default_value_t = 16)]
@@ -64,12 +76,23 @@ struct Args {
     /// Tenant of the tokens.
     #[arg(long, default_value = "bench")]
     tenant: String,
+    /// The one user every client acts as: in the conversation scenarios (append, append-one,
+    /// window, context-one; default `bench-small`), and in every other scenario when given.
+    #[arg(long)]
+    user: Option<String>,
+    /// Sessions the `append` scenario spreads over.
+    #[arg(long, default_value_t = 1000)]
+    sessions: u64,
     /// Vocabulary of the search questions: one word a line, most frequent first.
     #[arg(long)]
     vocab: Option<std::path::PathBuf>,
     /// Measure the local embedder on this many texts instead of running a scenario.
     #[arg(long)]
     embed_throughput: Option<usize>,
+    /// Write the plans of the hot conversation statements into this folder instead of running a
+    /// scenario (as `--user`, default `bench-hist`; database from `DATABASE_URL`).
+    #[arg(long)]
+    explain: Option<std::path::PathBuf>,
     /// noisy-neighbour: what the flooding tenant sends, `search` or `write`.
     #[arg(long, default_value = "search")]
     flood: String,
@@ -79,10 +102,10 @@ struct Args {
     /// noisy-neighbour: memories the flooding searcher holds.
     #[arg(long, default_value_t = 3000)]
     corpus: usize,
-    /// noisy-neighbour: pid of the mnemo server, for its CPU time.
+    /// Pid of the mnemo server, for its CPU time.
     #[arg(long)]
     server_pid: Option<u32>,
-    /// noisy-neighbour: pid of the PostgreSQL postmaster, for the cluster's CPU time.
+    /// Pid of the PostgreSQL postmaster, for the cluster's CPU time.
     #[arg(long)]
     pg_pid: Option<u32>,
     /// Clock ticks per second of `/proc/<pid>/stat` (`getconf CLK_TCK`).
@@ -101,6 +124,10 @@ struct Client {
     users: Arc<Vec<String>>,
     /// Words of search questions, most frequent first (`--vocab`).
     vocab: Arc<Vec<String>>,
+    /// Unique per run, so message ids of one run never repeat those of an earlier one.
+    run: u64,
+    /// Sessions of the `append` scenario.
+    sessions: u64,
 }
 
 impl Client {
@@ -176,6 +203,26 @@ async fn prepare(scenario: &str, client: &mut Client) -> Result<(), String> {
                 client.prepared.push(key.to_owned());
             }
         }
+        // Ten messages in each of the first 100 sessions, sent by the first client (repeats of an
+        // earlier run are duplicates and change nothing).
+        "window" if client.id == 0 => {
+            for session in 0..100 {
+                let messages: Vec<Value> = (0..10)
+                    .map(|i| {
+                        json!({"id": format!("w{i}"), "text": chat_text(i), "timestamp": "2026-11-21T12:00:00Z",
+                               "sender": if i % 2 == 0 { "user" } else { "ai" }})
+                    })
+                    .collect();
+                send_json(
+                    client
+                        .http
+                        .post(client.url("/api/chat/session/archive_messages")),
+                    &client.token,
+                    &json!({"session_id": format!("s{session}"), "messages_batch": messages}),
+                )
+                .await?;
+            }
+        }
         "task-events" => {
             let body = json!({"name": format!("bench task {}", client.id)});
             let response: Value = send_json(
@@ -209,6 +256,27 @@ async fn send_json(
         return Err(format!("setup request failed with {status}: {text}"));
     }
     serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// A chat message of about 200 characters, varied by `seed`.
+fn chat_text(seed: usize) -> String {
+    format!(
+        "message {seed}: could you check why the nightly build failed again? The log says the \
+         integration tests timed out after the database migration step, and I would like to know \
+         whether we should retry it."
+    )
+}
+
+/// A short chat question naming two of [`WORDS`] and a step, varied by `seed` (the context turn
+/// recalls by it: a question every earlier message matches would measure the ranking of them all).
+fn question_text(seed: u64) -> String {
+    let w = |shift: u32| WORDS[((seed >> shift) % 8) as usize];
+    format!(
+        "what did we decide about the {} and the {} in step {}?",
+        w(0),
+        w(3),
+        (seed >> 6) % 1000
+    )
 }
 
 /// About 100 KB of text, varied per client and request so nothing is deduplicated.
@@ -277,6 +345,34 @@ async fn one(scenario: &str, client: &Client, n: usize) -> Result<u16, String> {
                 .post(client.url("/api/chat/session/archive_messages"))
                 .json(&json!({"session_id": session, "messages_batch": messages}))
         }
+        "append" | "append-one" => {
+            let session = if scenario == "append" {
+                client.random(n, 4) % client.sessions.max(1)
+            } else {
+                0
+            };
+            client
+                .http
+                .post(client.url("/api/chat/session/archive_messages"))
+                .json(
+                    &json!({"session_id": format!("s{session}"), "messages_batch": [{
+                    "id": format!("a{}-{}-{n}", client.run, client.id), "text": chat_text(n),
+                    "sender": if n % 2 == 0 { "user" } else { "ai" },
+                    "timestamp": "2026-11-21T12:00:00Z"}]}),
+                )
+        }
+        "window" => {
+            let session = client.random(n, 5) % 100;
+            client.http.get(client.url(&format!(
+                "/api/chat/sessions/s{session}/messages?order=desc&limit=10"
+            )))
+        }
+        "context-one" => client.http.post(client.url("/api/chat/context")).json(
+            &json!({"session_id": "ctx", "agent_id": "bench",
+                "new_messages": [{"id": format!("c{}-{}-{n}", client.run, client.id),
+                                  "text": question_text(client.random(n, 6)), "sender": "user",
+                                  "timestamp": "2026-11-21T12:00:00Z"}]}),
+        ),
         "chat-context" => {
             let session = format!("bench-ctx-{}", client.id);
             client.http.post(client.url("/api/chat/context")).json(&json!({
@@ -394,6 +490,16 @@ async fn main() -> ExitCode {
     if let Some(count) = args.embed_throughput {
         return embed_throughput(count).await;
     }
+    if let Some(dir) = &args.explain {
+        let user = args.user.as_deref().unwrap_or("bench-hist");
+        return match explain(dir, &args.tenant, user).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("mnemo-bench: explain: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let scenario_name = args.scenario.clone().unwrap_or_default();
     let config = Config::for_secret(None, &args.secret);
     if scenario_name == "noisy-neighbour" {
@@ -438,21 +544,31 @@ async fn main() -> ExitCode {
         None => Vec::new(),
     };
     let vocab = Arc::new(vocab);
+    let conversation = matches!(
+        scenario_name.as_str(),
+        "append" | "append-one" | "window" | "context-one"
+    );
+    let shared_user = match &args.user {
+        Some(user) => Some(user.clone()),
+        None if conversation => Some("bench-small".to_owned()),
+        None => None,
+    };
+    let run_id = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
     let mut clients = Vec::new();
     for id in 0..args.clients {
-        let token = match mnemo::auth::mint(
-            &config,
-            &format!("bench-user-{id}"),
-            &args.tenant,
-            &[],
-            Duration::from_secs(3600),
-        ) {
-            Ok(token) => token,
-            Err(e) => {
-                eprintln!("mnemo-bench: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
+        let user = shared_user
+            .clone()
+            .unwrap_or_else(|| format!("bench-user-{id}"));
+        let token =
+            match mnemo::auth::mint(&config, &user, &args.tenant, &[], Duration::from_secs(3600)) {
+                Ok(token) => token,
+                Err(e) => {
+                    eprintln!("mnemo-bench: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
         let mut client = Client {
             http: reqwest::Client::new(),
             base: args.url.trim_end_matches('/').to_owned(),
@@ -461,6 +577,8 @@ async fn main() -> ExitCode {
             prepared: Vec::new(),
             users: users.clone(),
             vocab: vocab.clone(),
+            run: run_id,
+            sessions: args.sessions,
         };
         if let Err(e) = prepare(&scenario_name, &mut client).await {
             eprintln!("mnemo-bench: preparing {scenario_name}: {e}");
@@ -471,6 +589,7 @@ async fn main() -> ExitCode {
     // Warm-up: a second of load that is not measured (connections, caches, prepared statements).
     let scenario: Arc<str> = Arc::from(scenario_name.as_str());
     let _ = run(&clients, &scenario, Duration::from_secs(1)).await;
+    let cpu_before = cpu_ticks(args.server_pid, args.pg_pid);
     let started = Instant::now();
     let (latencies, errors) =
         match run(&clients, &scenario, Duration::from_secs(args.seconds)).await {
@@ -481,10 +600,19 @@ async fn main() -> ExitCode {
             }
         };
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu_after = cpu_ticks(args.server_pid, args.pg_pid);
     let mut sorted = latencies;
     sorted.sort_unstable();
+    let answered = sorted.len() + errors;
+    let per_request = |before: Option<u64>, after: Option<u64>| match (before, after) {
+        (Some(b), Some(a)) if answered > 0 => format!(
+            "{:.0}",
+            a.saturating_sub(b) as f64 * 1e6 / args.clock_ticks.max(1) as f64 / answered as f64
+        ),
+        _ => "n/a".into(),
+    };
     println!(
-        "scenario={} clients={} seconds={} requests={} errors={} rps={:.0} p50_ms={:.2} p95_ms={:.2} p99_ms={:.2}",
+        "scenario={} clients={} seconds={} requests={} errors={} rps={:.0} p50_ms={:.2} p95_ms={:.2} p99_ms={:.2} server_cpu_us_per_req={} pg_cpu_us_per_req={}",
         scenario_name,
         args.clients,
         args.seconds,
@@ -494,6 +622,8 @@ async fn main() -> ExitCode {
         percentile(&sorted, 50.0),
         percentile(&sorted, 95.0),
         percentile(&sorted, 99.0),
+        per_request(cpu_before.0, cpu_after.0),
+        per_request(cpu_before.1, cpu_after.1),
     );
     if errors > 0 && sorted.is_empty() {
         return ExitCode::FAILURE;
@@ -688,6 +818,8 @@ async fn noisy_neighbour(args: &Args, config: &Config) -> Result<(), String> {
             prepared,
             users: Arc::new(Vec::new()),
             vocab: Arc::new(Vec::new()),
+            run: 0,
+            sessions: 1,
         })
     };
 
@@ -788,5 +920,133 @@ async fn noisy_neighbour(args: &Args, config: &Config) -> Result<(), String> {
         cores(server_cpu),
         cores(pg_cpu),
     );
+    Ok(())
+}
+
+/// `--explain DIR`: writes `DIR/<statement>.txt`, the plan PostgreSQL runs for each hot statement
+/// of the conversation paths, with actual row counts (`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF,
+/// BUFFERS OFF, SUMMARY OFF)`), as `--user` of `--tenant` through the scoped transaction a request
+/// uses (row-level security included). Writes are rolled back. Session `s7` is read and written.
+async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), String> {
+    use mnemo::conversations::model::Order;
+    use mnemo::conversations::store;
+    let url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is not set".to_owned())?;
+    let pool = mnemo::db::connect(&url, 2, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let principal = mnemo::auth::Principal {
+        tenant_id: tenant.to_owned(),
+        user_id: user.to_owned(),
+        scopes: Vec::new(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    const HOW: &str = "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, BUFFERS OFF, SUMMARY OFF) ";
+    let session = "s7";
+    let at = chrono::DateTime::parse_from_rfc3339("2026-11-21T12:00:00Z")
+        .map_err(|e| e.to_string())?
+        .with_timezone(&chrono::Utc);
+    let version: Option<i64> = {
+        let mut tx = mnemo::db::Scoped::begin(&pool, &principal)
+            .await
+            .map_err(|e| e.to_string())?;
+        let v = sqlx::query_scalar("SELECT version FROM agent_sessions WHERE session_id = $1")
+            .bind(session)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| e.to_string())?;
+        tx.end_read_only();
+        v
+    };
+    let deep = chrono::DateTime::parse_from_rfc3339("2026-01-01T08:00:00Z")
+        .map_err(|e| e.to_string())?
+        .with_timezone(&chrono::Utc);
+    let text = chat_text(1);
+    let mut written = Vec::new();
+    for name in [
+        "archive-one-message",
+        "window",
+        "window-unchanged",
+        "messages-newest-page",
+        "messages-deep-page",
+        "sessions-list",
+    ] {
+        let mut tx = mnemo::db::Scoped::begin(&pool, &principal)
+            .await
+            .map_err(|e| e.to_string())?;
+        let no_days: Option<i32> = None;
+        let messages_sql = |order| format!("{HOW}{}", store::messages_sql(order));
+        let sessions_sql = format!("{HOW}{}", store::sessions_sql());
+        let archive_sql = format!("{HOW}{}", store::ARCHIVE_SQL);
+        let window_sql = format!("{HOW}{}", store::WINDOW_SQL);
+        let query = match name {
+            "archive-one-message" => {
+                sqlx::query_scalar::<_, String>(&archive_sql)
+                    .bind(session)
+                    .bind("assistant")
+                    .bind(vec!["explain-1"])
+                    .bind(vec!["user"])
+                    .bind(vec![text.as_str()])
+                    .bind(vec![at])
+                    .bind(vec![None::<Value>])
+                    .bind(vec![None::<&str>])
+                    .bind(uuid::Uuid::now_v7())
+                    .bind(Some(at))
+                    .bind(Some(at))
+                    .bind(1i32)
+                    .bind(false)
+                    .bind(vec![None::<chrono::DateTime<chrono::Utc>>])
+                    .bind(Vec::<&str>::new())
+                    .bind(Vec::<Option<chrono::DateTime<chrono::Utc>>>::new())
+                    .fetch_all(&mut *tx)
+                    .await
+            }
+            "window" | "window-unchanged" => {
+                sqlx::query_scalar::<_, String>(&window_sql)
+                    .bind(session)
+                    .bind(10i64)
+                    .bind(no_days)
+                    .bind(if name == "window" { None } else { version })
+                    .fetch_all(&mut *tx)
+                    .await
+            }
+            "messages-newest-page" => {
+                sqlx::query_scalar::<_, String>(&messages_sql(Order::Desc))
+                    .bind(no_days)
+                    .bind(session)
+                    .bind(None::<chrono::DateTime<chrono::Utc>>)
+                    .bind(None::<i64>)
+                    .bind(11i64)
+                    .fetch_all(&mut *tx)
+                    .await
+            }
+            // A cursor in the middle of the session's history.
+            "messages-deep-page" => {
+                sqlx::query_scalar::<_, String>(&messages_sql(Order::Asc))
+                    .bind(no_days)
+                    .bind(session)
+                    .bind(Some(deep))
+                    .bind(Some(0i64))
+                    .bind(101i64)
+                    .fetch_all(&mut *tx)
+                    .await
+            }
+            _ => {
+                sqlx::query_scalar::<_, String>(&sessions_sql)
+                    .bind(no_days)
+                    .bind(None::<&str>)
+                    .bind(None::<chrono::DateTime<chrono::Utc>>)
+                    .bind(None::<&str>)
+                    .bind(51i64)
+                    .fetch_all(&mut *tx)
+                    .await
+            }
+        };
+        let lines = query.map_err(|e| format!("{name}: {e}"))?;
+        tx.rollback().await.map_err(|e| e.to_string())?;
+        let path = dir.join(format!("{name}.txt"));
+        std::fs::write(&path, lines.join("\n") + "\n").map_err(|e| e.to_string())?;
+        written.push(path.display().to_string());
+    }
+    println!("explain user={user} wrote {}", written.join(" "));
     Ok(())
 }

@@ -1,0 +1,55 @@
+-- The 100x history of `scripts/bench --scale`: one user (psql -v user=...) of tenant `bench` with
+-- 1,000 chat sessions of 1,000 messages each (1,000,000 messages, a batch record per session) and
+-- 100,000 memories of one chunk each. Runs as the superuser (no row-level security in the way),
+-- in one transaction, then ANALYZE. Message times lie before the bench's own (2026-11-21), so
+-- windows and pages read what the bench writes on top of this history.
+\set ON_ERROR_STOP on
+BEGIN;
+INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, created_at,
+                            last_activity_at, version, message_count)
+SELECT 'bench', :'user', 's' || s, 'assistant', timestamptz '2026-01-01' + s * interval '1 minute',
+       timestamptz '2026-06-01' + s * interval '1 minute', 1000, 1000
+FROM generate_series(0, 999) s;
+
+INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id, sender, text, sent_at)
+SELECT 'bench', :'user', 's' || (i % 1000), 'h' || (i / 1000),
+       CASE WHEN i % 2 = 0 THEN 'user' ELSE 'ai' END,
+       'history ' || i || ': ' || (ARRAY['deploy', 'timeout', 'cache', 'migration', 'index',
+                                        'rollback', 'latency', 'quota'])[1 + i % 8]
+           || ' of the nightly build, the integration tests and the database step; '
+           || (ARRAY['retry it', 'looks fine', 'needs a fix', 'ask the team'])[1 + (i / 8) % 4],
+       timestamptz '2026-01-01' + (i / 1000) * interval '1 minute' + (i % 1000) * interval '1 ms'
+FROM generate_series(0, 999999) i;
+
+INSERT INTO recent_conversation_history (tenant_id, user_id, id, session_id, start_timestamp,
+                                         end_timestamp, message_count, new_count, duplicate_count)
+SELECT 'bench', :'user', gen_random_uuid(), 's' || s, timestamptz '2026-01-01',
+       timestamptz '2026-06-01', 1000, 1000, 0
+FROM generate_series(0, 999) s;
+
+CREATE TEMP TABLE scale_memories ON COMMIT DROP AS
+SELECT gen_random_uuid() AS id, i,
+       'detail ' || i || ': ' || (ARRAY['deploy', 'timeout', 'cache', 'migration', 'index',
+                                       'rollback', 'latency', 'quota'])[1 + i % 8]
+           || ' notes of run ' || (i % 977) || ', build ok, tests passed' AS content
+FROM generate_series(0, 99999) i;
+
+INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
+                            size_bytes, line_count, token_count, content_sha256, chunk_count,
+                            created_at, updated_at)
+SELECT 'bench', :'user', id, 'detail-' || i, 'text', left(content, 80), octet_length(content), 1,
+       octet_length(content) / 4, encode(sha256(convert_to(content, 'UTF8')), 'hex'), 1,
+       timestamptz '2026-01-01' + i * interval '1 second', timestamptz '2026-01-01' + i * interval '1 second'
+FROM scale_memories;
+
+INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start, byte_len, line_start,
+                                 line_end, content)
+SELECT 'bench', :'user', id, 0, octet_length(content), 1, 1, content
+FROM scale_memories;
+COMMIT;
+
+ANALYZE agent_sessions;
+ANALYZE conversation_messages;
+ANALYZE recent_conversation_history;
+ANALYZE agent_memories;
+ANALYZE agent_memory_chunks;
