@@ -5,10 +5,15 @@
 -- windows and pages read what the bench writes on top of this history.
 \set ON_ERROR_STOP on
 BEGIN;
+-- Each session's running summary is current (covers its 1,000 messages), as the summary job
+-- would have left it.
 INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, created_at,
-                            last_activity_at, version, message_count)
+                            last_activity_at, version, message_count, summary,
+                            summary_message_count, summary_updated_at)
 SELECT 'bench', :'user', 's' || s, 'assistant', timestamptz '2026-01-01' + s * interval '1 minute',
-       timestamptz '2026-06-01' + s * interval '1 minute', 1000, 1000
+       timestamptz '2026-06-01' + s * interval '1 minute', 1000, 1000,
+       'The user and the assistant went through the nightly build of session ' || s || '.',
+       1000, timestamptz '2026-06-01'
 FROM generate_series(0, 999) s;
 
 INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id, sender, text, sent_at)
