@@ -355,15 +355,9 @@ fn to_session(r: SessionRow) -> Session {
     }
 }
 
-/// Sessions, most recently active first; keyset cursor `(last_activity_at, session_id)`.
-pub async fn sessions(
-    conn: &mut PgConnection,
-    retention_days: Option<i32>,
-    agent: Option<&str>,
-    after: Option<(DateTime<Utc>, String)>,
-    limit: i64,
-) -> Result<Vec<Session>, sqlx::Error> {
-    let sql = format!(
+/// The session list: `$1` retention days, `$2` agent, `$3`/`$4` the keyset cursor, `$5` limit.
+pub fn sessions_sql() -> String {
+    format!(
         "SELECT {SESSION_COLUMNS}
          FROM agent_sessions
          WHERE {}
@@ -372,9 +366,19 @@ pub async fn sessions(
          ORDER BY last_activity_at DESC, session_id DESC
          LIMIT $5",
         retention_clause("last_activity_at")
-    );
+    )
+}
+
+/// Sessions, most recently active first; keyset cursor `(last_activity_at, session_id)`.
+pub async fn sessions(
+    conn: &mut PgConnection,
+    retention_days: Option<i32>,
+    agent: Option<&str>,
+    after: Option<(DateTime<Utc>, String)>,
+    limit: i64,
+) -> Result<Vec<Session>, sqlx::Error> {
     let (at, id) = after.unzip();
-    let rows: Vec<SessionRow> = sqlx::query_as(&sql)
+    let rows: Vec<SessionRow> = sqlx::query_as(&sessions_sql())
         .bind(retention_days)
         .bind(agent)
         .bind(at)
@@ -504,6 +508,26 @@ type MessageRow = (
     Option<DateTime<Utc>>,
 );
 
+/// A page of a session's messages: `$1` retention days, `$2` session, `$3`/`$4` the keyset
+/// cursor, `$5` limit.
+pub fn messages_sql(order: Order) -> String {
+    let (cmp, dir) = match order {
+        Order::Asc => (">", "ASC"),
+        Order::Desc => ("<", "DESC"),
+    };
+    format!(
+        "SELECT message_id, sender, text, sent_at, archived_at, tool_calls, tool_call_id, seq,
+                edited_at
+         FROM conversation_messages
+         WHERE {}
+           AND session_id = $2
+           AND ($3::timestamptz IS NULL OR (sent_at, seq) {cmp} ($3, $4))
+         ORDER BY sent_at {dir}, seq {dir}
+         LIMIT $5",
+        retention_clause("archived_at")
+    )
+}
+
 /// A session's unexpired messages in `order`; keyset cursor `(sent_at, seq)`. Returns the rows with
 /// their `seq` (for the next cursor).
 pub async fn messages(
@@ -514,23 +538,8 @@ pub async fn messages(
     after: Option<(DateTime<Utc>, i64)>,
     limit: i64,
 ) -> Result<Vec<(StoredMessage, i64)>, sqlx::Error> {
-    let (cmp, dir) = match order {
-        Order::Asc => (">", "ASC"),
-        Order::Desc => ("<", "DESC"),
-    };
-    let sql = format!(
-        "SELECT message_id, sender, text, sent_at, archived_at, tool_calls, tool_call_id, seq,
-                edited_at
-         FROM conversation_messages
-         WHERE {}
-           AND session_id = $2
-           AND ($3::timestamptz IS NULL OR (sent_at, seq) {cmp} ($3, $4))
-         ORDER BY sent_at {dir}, seq {dir}
-         LIMIT $5",
-        retention_clause("archived_at")
-    );
     let (at, seq) = after.unzip();
-    let rows: Vec<MessageRow> = sqlx::query_as(&sql)
+    let rows: Vec<MessageRow> = sqlx::query_as(&messages_sql(order))
         .bind(retention_days)
         .bind(session_id)
         .bind(at)
