@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -573,13 +573,28 @@ pub async fn require_bearer(
     if crate::http::is_public(req.uri().path()) {
         return next.run(req).await;
     }
+    // RFC 9728: the challenge names the protected-resource metadata, which MCP clients follow to
+    // the authorization server.
+    let metadata = crate::mcp::resource_metadata_url(&state, req.headers());
+    let challenge = |error: Option<&str>| {
+        let mut value = String::from("Bearer realm=\"mnemo\"");
+        if let Some(detail) = error {
+            value.push_str(&format!(
+                ", error=\"invalid_token\", error_description=\"{}\"",
+                detail.replace(['"', '\\'], "'")
+            ));
+        }
+        value.push_str(&format!(", resource_metadata=\"{metadata}\""));
+        HeaderValue::from_str(&value).ok()
+    };
     let Some(value) = req.headers().get(header::AUTHORIZATION) else {
         let mut response = ApiError::unauthorized("missing `Authorization: Bearer <token>` header")
             .into_response();
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"mnemo\""),
-        );
+        if let Some(value) = challenge(None) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
         return response;
     };
     let token = match value.to_str().ok().and_then(bearer_token) {
@@ -596,7 +611,17 @@ pub async fn require_bearer(
             req.extensions_mut().insert(principal);
             next.run(req).await
         }
-        Err(err) => err.into_response(),
+        Err(err) => {
+            let unauthorized = err.status_code() == StatusCode::UNAUTHORIZED;
+            let detail = err.to_string();
+            let mut response = err.into_response();
+            if let (true, Some(value)) = (unauthorized, challenge(Some(&detail))) {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, value);
+            }
+            response
+        }
     }
 }
 

@@ -84,6 +84,11 @@ pub struct Config {
     #[arg(long, env = "MNEMO_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
 
+    /// The service's external base URL (`https://mnemo.example.com`), named in the OAuth
+    /// protected-resource metadata MCP clients read. Unset: taken from each request's `Host`.
+    #[arg(long, env = "MNEMO_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
     /// Seconds a request may take before it is answered 408.
     #[arg(long, env = "MNEMO_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
@@ -140,20 +145,29 @@ impl Config {
                 "set only one of MNEMO_JWT_SECRET, MNEMO_JWT_PUBLIC_KEY and MNEMO_JWT_JWKS".into(),
             );
         }
-        if let Some(secret) = &self.jwt_secret {
-            if secret.len() < 32 {
-                return Err(format!(
-                    "MNEMO_JWT_SECRET is {} bytes; HS256 needs at least 32",
-                    secret.len()
-                ));
-            }
+        if let Some(secret) = &self.jwt_secret
+            && secret.len() < 32
+        {
+            return Err(format!(
+                "MNEMO_JWT_SECRET is {} bytes; HS256 needs at least 32",
+                secret.len()
+            ));
         }
         if self.tenant_claim.trim().is_empty() {
             return Err("MNEMO_TENANT_CLAIM must not be empty".into());
         }
-        if let Some(tenant) = &self.default_tenant {
-            if tenant.trim().is_empty() {
-                return Err("MNEMO_DEFAULT_TENANT must not be empty when set".into());
+        if let Some(tenant) = &self.default_tenant
+            && tenant.trim().is_empty()
+        {
+            return Err("MNEMO_DEFAULT_TENANT must not be empty when set".into());
+        }
+        if let Some(url) = &self.public_url {
+            let parsed = reqwest::Url::parse(url)
+                .map_err(|e| format!("MNEMO_PUBLIC_URL is not a URL ({e}): {url}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+                return Err(format!(
+                    "MNEMO_PUBLIC_URL must be an http(s) URL with a host: {url}"
+                ));
             }
         }
         if self.request_timeout_secs == 0 {
@@ -227,6 +241,7 @@ impl Config {
             tenant_claim: "tenant_id".into(),
             default_tenant: None,
             cors_origins: Vec::new(),
+            public_url: None,
             request_timeout_secs: 30,
             max_body_bytes: 1024 * 1024,
             memory_max_bytes: 32 * 1024 * 1024,
@@ -286,6 +301,7 @@ impl fmt::Debug for Config {
             .field("tenant_claim", &self.tenant_claim)
             .field("default_tenant", &self.default_tenant)
             .field("cors_origins", &self.cors_origins)
+            .field("public_url", &self.public_url)
             .field("request_timeout_secs", &self.request_timeout_secs)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("memory_max_bytes", &self.memory_max_bytes)

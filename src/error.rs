@@ -148,10 +148,10 @@ impl ApiError {
         err: sqlx::Error,
         map: impl FnOnce(&str) -> Option<ApiError>,
     ) -> ApiError {
-        if let sqlx::Error::Database(db) = &err {
-            if let Some(mapped) = db.constraint().and_then(map) {
-                return mapped;
-            }
+        if let sqlx::Error::Database(db) = &err
+            && let Some(mapped) = db.constraint().and_then(map)
+        {
+            return mapped;
         }
         ApiError::from(err)
     }

@@ -63,12 +63,11 @@ pub fn too_large(limit: Option<usize>) -> ApiError {
 /// (and object keys) holding a NUL character, which PostgreSQL text cannot store, are 422 naming
 /// the first such field, and so are numbers that would not read back as written.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if has_nul_escape(bytes) || has_huge_number(bytes) {
-        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
-            if let Some(err) = unstorable(&value, &mut String::new()) {
-                return Err(err);
-            }
-        }
+    if (has_nul_escape(bytes) || has_huge_number(bytes))
+        && let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes)
+        && let Some(err) = unstorable(&value, &mut String::new())
+    {
+        return Err(err);
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de);

@@ -39,6 +39,8 @@ pub const PUBLIC_ROUTES: &[&str] = &[
     "/docs/*",
     "/api/chat/session/archive_messages/beacon",
     "/demo/*",
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/*",
 ];
 
 /// Every documented route, with its OpenAPI description. Domain routers merge here.
@@ -50,6 +52,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(crate::conversations::router())
         .merge(crate::tasks::router())
         .merge(crate::recall::router())
+        .merge(crate::tools::router())
         .merge(crate::rights::router());
     crate::idempotency::document(router.get_openapi_mut());
     router
@@ -58,10 +61,18 @@ pub fn api() -> OpenApiRouter<AppState> {
 /// The complete application: API routes, Swagger UI at `/docs`, the spec at `/openapi.json`.
 pub fn app(state: AppState) -> Router {
     let (router, spec) = crate::openapi::split(api());
-    layered(
-        router.merge(SwaggerUi::new("/docs").url("/openapi.json", spec)),
-        state,
-    )
+    let router = router
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
+        .route_service("/mcp", crate::mcp::service(state.clone()))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            axum::routing::get(crate::mcp::protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            axum::routing::get(crate::mcp::protected_resource),
+        );
+    layered(router, state)
 }
 
 /// Wraps `router` in the layers every route shares (see the module docs) and gives it its state.
@@ -128,6 +139,9 @@ pub const CORS_ALLOWED_HEADERS: &[&str] = &[
     "idempotency-key",
     "range",
     "x-request-id",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
 ];
 
 /// Response headers the API documents, readable by cross-origin pages (paging, conditional
@@ -144,6 +158,7 @@ pub const CORS_EXPOSED_HEADERS: &[&str] = &[
     "ratelimit",
     "ratelimit-policy",
     "idempotent-replayed",
+    "mcp-session-id",
 ];
 
 fn cors(origins: &[String]) -> CorsLayer {

@@ -14,6 +14,7 @@ pub mod fair_use;
 pub mod http;
 pub mod idempotency;
 pub mod llm;
+pub mod mcp;
 pub mod memories;
 pub mod metrics;
 pub mod notes;
@@ -27,6 +28,7 @@ pub mod state;
 pub mod tasks;
 #[cfg(test)]
 mod testing;
+pub mod tools;
 
 use std::future::Future;
 

@@ -337,11 +337,11 @@ impl StreamAccumulator {
         let Some(delta) = chunk.pointer("/choices/0/delta") else {
             return;
         };
-        if let Some(text) = delta.get("content").and_then(Value::as_str) {
-            if !text.is_empty() {
-                self.content.push_str(text);
-                self.pending.push_back(StreamEvent::Delta(text.to_owned()));
-            }
+        if let Some(text) = delta.get("content").and_then(Value::as_str)
+            && !text.is_empty()
+        {
+            self.content.push_str(text);
+            self.pending.push_back(StreamEvent::Delta(text.to_owned()));
         }
         for call in delta
             .get("tool_calls")

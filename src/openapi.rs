@@ -31,6 +31,7 @@ reads back as written): either is 422 naming the field.",
         (name = "conversations", description = "Chat archive (batches and sendBeacon), sessions, short-term window and chat context"),
         (name = "tasks", description = "Long-running agent tasks: plans, steps, execution log, snapshots and \"where was I?\""),
         (name = "recall", description = "One ranked search across memories, conversation messages, notes and task history"),
+        (name = "tools", description = "The agent tools, with function-calling schemas (OpenAI, Anthropic, MCP), and a route to run one; the same tools are served over MCP at /mcp"),
         (name = "data rights", description = "Export all of the caller's data, import it here or elsewhere, erase it; erase a whole tenant"),
     )
 )]

@@ -357,7 +357,7 @@ async fn one(scenario: &str, client: &Client, n: usize) -> Result<u16, String> {
                 .json(
                     &json!({"session_id": format!("s{session}"), "messages_batch": [{
                     "id": format!("a{}-{}-{n}", client.run, client.id), "text": chat_text(n),
-                    "sender": if n % 2 == 0 { "user" } else { "ai" },
+                    "sender": if n.is_multiple_of(2) { "user" } else { "ai" },
                     "timestamp": "2026-11-21T12:00:00Z"}]}),
                 )
         }
@@ -418,7 +418,7 @@ async fn one(scenario: &str, client: &Client, n: usize) -> Result<u16, String> {
             .http
             .post(client.url("/api/memories"))
             .json(&json!({"content": hundred_kilobytes(client.id, n), "description": "flood"})),
-        "noisy-victim" if n % 2 == 0 => client.http.get(client.url("/api/me")),
+        "noisy-victim" if n.is_multiple_of(2) => client.http.get(client.url("/api/me")),
         "noisy-victim" => {
             let key = &client.prepared[0];
             client.http.get(client.url(&format!("/api/memories/{key}")))
@@ -789,10 +789,10 @@ fn cpu_ticks(server: Option<u32>, postmaster: Option<u32>) -> (Option<u64>, Opti
             else {
                 continue;
             };
-            if let Some((ppid, t)) = proc_stat(pid) {
-                if ppid == pm {
-                    total += t[0] + t[1];
-                }
+            if let Some((ppid, t)) = proc_stat(pid)
+                && ppid == pm
+            {
+                total += t[0] + t[1];
             }
         }
         Some(total)

@@ -140,12 +140,10 @@ impl Default for ConversationsConfig {
 impl ConversationsConfig {
     /// One line naming the setting that is wrong, if any.
     pub fn validate(&self) -> Result<(), String> {
-        if let Some(days) = self.history_retention_days {
-            if days == 0 || i32::try_from(days).is_err() {
-                return Err(
-                    "MNEMO_HISTORY_RETENTION_DAYS must be a positive number of days".into(),
-                );
-            }
+        if let Some(days) = self.history_retention_days
+            && (days == 0 || i32::try_from(days).is_err())
+        {
+            return Err("MNEMO_HISTORY_RETENTION_DAYS must be a positive number of days".into());
         }
         if self.history_sweep_interval_secs == 0 {
             return Err("MNEMO_HISTORY_SWEEP_INTERVAL_SECS must be at least 1".into());

@@ -201,7 +201,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(d);
@@ -236,11 +236,11 @@ fn plural(n: u64, one: &str, many: &str) -> String {
 /// "ERROR connect ECONNREFUSED"; 2 warning lines)`.
 pub fn summarize(command: Option<&str>, scan: &Scan, size_bytes: u64, line_count: u64) -> String {
     let mut out = String::new();
-    if let Some(command) = command.map(|c| clean(c, QUOTE_MAX_CHARS)) {
-        if !command.is_empty() {
-            out.push_str(&command);
-            out.push_str(": ");
-        }
+    if let Some(command) = command.map(|c| clean(c, QUOTE_MAX_CHARS))
+        && !command.is_empty()
+    {
+        out.push_str(&command);
+        out.push_str(": ");
     }
     match &scan.first_line {
         Some(line) => out.push_str(&format!("\"{line}\" ")),
@@ -263,13 +263,13 @@ pub fn summarize(command: Option<&str>, scan: &Scan, size_bytes: u64, line_count
     if scan.warnings > 0 {
         out.push_str("; ");
         out.push_str(&plural(scan.warnings, "warning line", "warning lines"));
-        if scan.errors == 0 {
-            if let Some((line, text)) = &scan.first_warning {
-                if scan.warnings > 1 {
-                    out.push_str(", first");
-                }
-                out.push_str(&format!(" at line {}: \"{text}\"", thousands(*line)));
+        if scan.errors == 0
+            && let Some((line, text)) = &scan.first_warning
+        {
+            if scan.warnings > 1 {
+                out.push_str(", first");
             }
+            out.push_str(&format!(" at line {}: \"{text}\"", thousands(*line)));
         }
     }
     out.push(')');

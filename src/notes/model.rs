@@ -67,6 +67,7 @@ impl Operation {
 /// the heading text trimmed and case-insensitively; written with leading `#`s (`## Preferences`) the
 /// level must match too. No match: 404 listing the headings; several: 409 listing them.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"operation": "replace_section_by_header", "section_header": "## Preferences", "content": "- tea, no sugar\n- answers in French\n", "upsert": true}))]
 pub struct NotesOperationRequest {
     /// `read` (default), `overwrite`, `append`, `prepend`, `delete_section_by_header`,

@@ -240,12 +240,10 @@ fn read_archive(
             .task
             .as_ref()
             .is_some_and(|t| !matches!(&what, Member::TaskFile { dir, .. } if *dir == t.dir))
+            && let Some(task) = state.task.take()
+            && !send(finish_task(task)?)
         {
-            if let Some(task) = state.task.take() {
-                if !send(finish_task(task)?) {
-                    return Ok(());
-                }
-            }
+            return Ok(());
         }
         let cap = match &what {
             Member::Manifest => MANIFEST_MAX_BYTES,
@@ -335,10 +333,10 @@ fn read_archive(
                 None
             }
         };
-        if let Some(item) = item {
-            if !send(item) {
-                return Ok(());
-            }
+        if let Some(item) = item
+            && !send(item)
+        {
+            return Ok(());
         }
     }
     if let Some((member, _)) = state.pending_memory {
@@ -407,14 +405,14 @@ impl ReadState {
             ));
         }
         let kind = what.kind();
-        if let Some(last) = self.kind {
-            if kind < last {
-                return Err(refuse(
-                    member,
-                    "is out of order: members come as manifest, memories, notes, note revisions, \
+        if let Some(last) = self.kind
+            && kind < last
+        {
+            return Err(refuse(
+                member,
+                "is out of order: members come as manifest, memories, notes, note revisions, \
                      sessions, messages, session batches, tasks",
-                ));
-            }
+            ));
         }
         self.kind = Some(kind);
         match what {

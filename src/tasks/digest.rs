@@ -330,10 +330,10 @@ fn words(text: &str) -> Vec<String> {
 /// A light stem so "pushed" meets "push" and "containers" meets "container".
 fn stem(word: &str) -> String {
     for suffix in ["ing", "ed", "s"] {
-        if let Some(root) = word.strip_suffix(suffix) {
-            if root.chars().count() >= 3 {
-                return root.to_owned();
-            }
+        if let Some(root) = word.strip_suffix(suffix)
+            && root.chars().count() >= 3
+        {
+            return root.to_owned();
         }
     }
     word.to_owned()
@@ -506,10 +506,10 @@ fn classify(token: &str, push: &mut impl FnMut(&str, &str)) {
         if !first.is_empty() && is_host(host) {
             push("reference", token);
             push("host", host);
-            if let Some((_, tag)) = token.rsplit_once(':') {
-                if VERSION.is_match(tag) {
-                    push("version", tag);
-                }
+            if let Some((_, tag)) = token.rsplit_once(':')
+                && VERSION.is_match(tag)
+            {
+                push("version", tag);
             }
             return;
         }
@@ -527,12 +527,14 @@ fn classify(token: &str, push: &mut impl FnMut(&str, &str)) {
         push("path", token);
         return;
     }
-    if let Some((host, port)) = token.rsplit_once(':') {
-        if is_host(host) && port.len() >= 2 && port.chars().all(|c| c.is_ascii_digit()) {
-            push("host", host);
-            push("port", port);
-            return;
-        }
+    if let Some((host, port)) = token.rsplit_once(':')
+        && is_host(host)
+        && port.len() >= 2
+        && port.chars().all(|c| c.is_ascii_digit())
+    {
+        push("host", host);
+        push("port", port);
+        return;
     }
     for part in token.split([':', '@', '=']) {
         let part = trim_token(part);

@@ -789,14 +789,23 @@ async fn chat_runs_tool_calls_and_stores_the_reply(pool: PgPool) {
     assert_eq!(
         offered,
         [
-            "manage_long_term_memory",
             "store_memory",
             "retrieve_memory",
+            "grep_memory",
+            "search_memory",
+            "manage_long_term_memory",
             "recall",
-            "search_memory"
         ]
     );
-    let schema = &requests[0]["tools"][0]["function"]["parameters"];
+    let notes_tool = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "manage_long_term_memory")
+        .unwrap();
+    let schema = &notes_tool["function"]["parameters"];
+    // The session names the agent whose notes these are; the model does not.
+    assert!(schema["properties"].get("agent_name").is_none(), "{schema}");
     assert_eq!(
         schema["properties"]["operation"]["enum"]
             .as_array()

@@ -21,5 +21,6 @@ mod openapi;
 mod platform;
 mod recall;
 mod tasks;
+mod tools;
 mod trust;
 mod workspace;

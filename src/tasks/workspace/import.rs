@@ -537,10 +537,10 @@ pub fn retarget_steps(steps: &mut [StepRecord], old: &str, new: Uuid) {
     let to = format!("mnemo://tasks/{new}/");
     for step in steps {
         for part in &mut step.parts {
-            if let super::parts::Part::Artifact { uri, .. } = part {
-                if let Some(rest) = uri.strip_prefix(&from) {
-                    *uri = format!("{to}{rest}");
-                }
+            if let super::parts::Part::Artifact { uri, .. } = part
+                && let Some(rest) = uri.strip_prefix(&from)
+            {
+                *uri = format!("{to}{rest}");
             }
         }
     }

@@ -212,18 +212,18 @@ pub async fn append_step(
         Begun::Replayed(response) => return Ok(response),
     };
     store::touch_task(&mut tx, id).await?;
-    if body.step_id.is_some() {
-        if let Some(existing) = store::step_by_id(&mut tx, id, &step_id).await? {
-            if !same_step(&existing, &body.agent_name, &new_parts) {
-                return Err(ApiError::conflict(format!(
-                    "step {step_id} already exists with other content"
-                ))
-                .with("field", "step_id"));
-            }
-            return idem
-                .commit(tx, (StatusCode::OK, axum::Json(existing)))
-                .await;
+    if body.step_id.is_some()
+        && let Some(existing) = store::step_by_id(&mut tx, id, &step_id).await?
+    {
+        if !same_step(&existing, &body.agent_name, &new_parts) {
+            return Err(ApiError::conflict(format!(
+                "step {step_id} already exists with other content"
+            ))
+            .with("field", "step_id"));
         }
+        return idem
+            .commit(tx, (StatusCode::OK, axum::Json(existing)))
+            .await;
     }
     store::confirm_refs(&mut tx, id, &mut new_parts, &refs).await?;
     let mut stored = store::insert_steps(

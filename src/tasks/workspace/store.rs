@@ -155,10 +155,10 @@ pub async fn confirm_refs(
         let Some((_, mime)) = found.iter().find(|(a, _)| a == id) else {
             return Err(parts::unknown_artifact(*i, *id));
         };
-        if let Some(Part::Artifact { mime_type, .. }) = parts.get_mut(*i) {
-            if mime_type.is_empty() {
-                *mime_type = mime.clone();
-            }
+        if let Some(Part::Artifact { mime_type, .. }) = parts.get_mut(*i)
+            && mime_type.is_empty()
+        {
+            *mime_type = mime.clone();
         }
     }
     Ok(())

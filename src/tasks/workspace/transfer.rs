@@ -841,16 +841,13 @@ pub async fn store(
                     mime_type,
                     ..
                 } = part
+                    && mime_type.is_empty()
+                    && let Some(a) = bundle
+                        .artifacts
+                        .iter()
+                        .find(|a| a.entry.artifact_id == *artifact_id)
                 {
-                    if mime_type.is_empty() {
-                        if let Some(a) = bundle
-                            .artifacts
-                            .iter()
-                            .find(|a| a.entry.artifact_id == *artifact_id)
-                        {
-                            mime_type.clone_from(&a.entry.mime_type);
-                        }
-                    }
+                    mime_type.clone_from(&a.entry.mime_type);
                 }
             }
         }

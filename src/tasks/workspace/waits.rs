@@ -163,21 +163,21 @@ pub fn check_new_wait(
             "criteria is longer than 4000 bytes",
         ));
     }
-    if let Some(t) = timeout_seconds {
-        if t <= 0 {
-            return Err(ApiError::invalid(
-                "timeout_seconds",
-                "timeout_seconds must be positive",
-            ));
-        }
+    if let Some(t) = timeout_seconds
+        && t <= 0
+    {
+        return Err(ApiError::invalid(
+            "timeout_seconds",
+            "timeout_seconds must be positive",
+        ));
     }
-    if let Some(p) = poll_interval {
-        if !(p.is_finite() && p > 0.0) {
-            return Err(ApiError::invalid(
-                "poll_interval",
-                "poll_interval must be a positive number of seconds",
-            ));
-        }
+    if let Some(p) = poll_interval
+        && !(p.is_finite() && p > 0.0)
+    {
+        return Err(ApiError::invalid(
+            "poll_interval",
+            "poll_interval must be a positive number of seconds",
+        ));
     }
     Ok(())
 }
