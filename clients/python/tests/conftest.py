@@ -8,7 +8,6 @@ import os
 import uuid
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from mnemo_client import Mnemo, RetryPolicy
@@ -64,17 +63,3 @@ def uid() -> str:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def has_tools(url: str, token: str) -> bool:
-    response = httpx.get(
-        f"{url}/api/tools", headers={"Authorization": f"Bearer {token}"}, timeout=10
-    )
-    return response.status_code != 404
-
-
-@pytest.fixture
-def tools_available(has_tools: bool) -> None:
-    if not has_tools:
-        pytest.skip("the service has no tool registry yet (GET /api/tools is 404)")

@@ -1,13 +1,10 @@
-"""The tool registry through the client and the LangChain tools built from it. Skipped while
-the service has no ``GET /api/tools``."""
+"""The tool registry through the client and the LangChain tools built from it."""
 
 from __future__ import annotations
 
 import pytest
 
 from mnemo_client import AsyncMnemo, Mnemo, MnemoError, ToolResult
-
-pytestmark = pytest.mark.usefixtures("tools_available")
 
 EXPECTED = {"store_memory", "retrieve_memory", "search_memory", "manage_long_term_memory"}
 

@@ -44,6 +44,7 @@ __all__ = [
     "Event",
     "EventPage",
     "EventStatus",
+    "Format",
     "FunctionCall",
     "GrepLine",
     "GrepMatch",
@@ -131,6 +132,9 @@ __all__ = [
     "TaskSearchRequest",
     "Timestamps",
     "ToolCall",
+    "ToolCallRequest",
+    "ToolList",
+    "ToolResult",
     "UpdateResult",
     "UpdateTask",
     "Wait",
@@ -147,6 +151,9 @@ ActionType = Literal["cli", "gui", "wait", "vision", "reasoning", "other"]
 
 EventStatus = Literal["COMPLETED", "FAILED", "SKIPPED", "SYSTEM_ACTION", "SYSTEM_ERROR"]
 """Status of an execution-log event."""
+
+Format = Literal["openai", "anthropic", "mcp"]
+"""The function-calling shapes `GET /api/tools` serves."""
 
 HitSource = Literal["message", "event", "step_text", "tool_result", "snapshot"]
 """Where a hit sits in the history."""
@@ -1679,6 +1686,41 @@ class ToolCall(Model):
     type: str | None = None
     """Always `function`."""
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {"function": ("FunctionCall", False)}
+
+
+@dataclass(kw_only=True)
+class ToolCallRequest(Model):
+    """Body of `POST /api/tools/call`."""
+
+    name: str
+    """The tool's name, as `GET /api/tools` lists it."""
+    arguments: dict[str, Any] | None = None
+    """The tool's arguments, an object matching its input schema (absent = `{}`)."""
+
+
+@dataclass(kw_only=True)
+class ToolList(Model):
+    """The tool schemas in one vendor's shape."""
+
+    format: Format
+    tools: list[dict[str, Any]]
+    """Ready to pass as the `tools` of a model call in that vendor's API."""
+
+
+@dataclass(kw_only=True)
+class ToolResult(Model):
+    """What a tool answered."""
+
+    content: str
+    """Text for the model: the result as compact JSON, or what went wrong."""
+    is_error: bool
+    """The tool refused or failed; `content` says why, so a model can correct the call."""
+    name: str
+    """The tool's name."""
+    status: int
+    """The HTTP status the REST route would have answered."""
+    structured: dict[str, Any]
+    """The result for programs: the REST answer's JSON (on failure, the problem)."""
 
 
 @dataclass(kw_only=True)
