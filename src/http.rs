@@ -63,7 +63,11 @@ pub fn app(state: AppState) -> Router {
     let (router, spec) = crate::openapi::split(api());
     let router = router
         .merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
-        .route_service("/mcp", crate::mcp::service(state.clone()))
+        .merge(
+            Router::new()
+                .route_service("/mcp", crate::mcp::service(state.clone()))
+                .layer(middleware::from_fn(crate::mcp::ended_session_status)),
+        )
         .route(
             "/.well-known/oauth-protected-resource",
             axum::routing::get(crate::mcp::protected_resource),

@@ -14,8 +14,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -312,6 +313,17 @@ fn percent_decode(text: &str) -> Result<String, McpError> {
         .decode_utf8()
         .map(|s| s.into_owned())
         .map_err(|_| McpError::invalid_params("the resource URI is not UTF-8", None))
+}
+
+/// Middleware of `/mcp`: ending a session (`DELETE` with its `Mcp-Session-Id`) answers 204 No
+/// Content, which MCP clients expect; the SDK's transport answers 202.
+pub async fn ended_session_status(request: Request, next: Next) -> Response {
+    let delete = request.method() == Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 /// The base URL clients reach this service at: `MNEMO_PUBLIC_URL`, else the request's host.

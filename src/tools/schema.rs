@@ -24,8 +24,10 @@ pub fn body<T: ToSchema>() -> Value {
     unwrap_single(&mut root);
     let mut root = flatten(root);
     // The type's own doc comment speaks of the REST route; the tool's description says more.
+    // Its example is the REST body's; the tool's description carries its own.
     if let Some(object) = root.as_object_mut() {
         object.remove("description");
+        object.remove("example");
     }
     root
 }

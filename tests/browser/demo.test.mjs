@@ -318,6 +318,15 @@ test("a page on another origin sends every allowed header and reads every expose
     r = keep(await fetch(`${base}${artifactPath}`, { headers: { ...auth, range: "bytes=10-19" } }), ["content-range", "accept-ranges"]);
     status.range = r.status;
     status.rangeText = await r.text();
+    // An MCP client in the page: `initialize` answers the session id it must send back.
+    const initialize = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "page", version: "1" } } };
+    r = keep(await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25" },
+      body: JSON.stringify(initialize),
+    }), ["mcp-session-id"]);
+    status.mcp = r.status;
+    status.mcpText = await r.text();
     // Over the rate limit: 429 with Retry-After (another user, so the first is not held back).
     for (let round = 0; round < 20 && status.limited === undefined; round += 1) {
       const answers = await Promise.all(Array.from({ length: 40 }, () => fetch(`${base}/api/me`, { headers: { authorization: `Bearer ${limited}` } })));
@@ -342,6 +351,7 @@ test("a page on another origin sends every allowed header and reads every expose
   assert(seen["x-memory-range"].startsWith("bytes 0-") && seen["x-memory-lines"] === "1-5/40", `memory page: ${all}`);
   assert(seen["x-memory-next"].includes("line_start=6") && status.memoryText === "line 1\nline 2\nline 3\nline 4\nline 5\n", `memory page: ${all}`);
   assert(status.range === 206 && seen["content-range"] === "bytes 10-19/100" && status.rangeText === "0123456789" && seen["accept-ranges"] === "bytes", `range: ${all}`);
+  assert(status.mcp === 200 && status.mcpText.includes('"name":"mnemo"') && /^[0-9a-f-]{36}$/.test(seen["mcp-session-id"]), `MCP from the page: ${all}`);
   assert(status.limited === 429 && Number(seen["retry-after"]) >= 1 && /r=0/.test(status.limitedHeaders.ratelimit), `429: ${all}`);
   assertExactlyOnce(await stored(session, token), ["hello from another origin"]);
   await page.close();

@@ -516,6 +516,25 @@ async fn mcp_serves_tools_and_resources(pool: PgPool) {
         .request("resources/read", json!({"uri": "mnemo://elsewhere/x"}))
         .await;
     assert!(missing["error"].is_object());
+
+    // Ending the session: 204, and the session is gone.
+    let session = mcp.session.clone().unwrap();
+    let ended = app
+        .delete("/mcp", &token)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 204);
+    let gone = app
+        .post("/mcp", &token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .json(&json!({"jsonrpc": "2.0", "id": 99, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
 }
 
 #[sqlx::test]
