@@ -793,3 +793,76 @@ async fn the_local_model_finds_paraphrases(pool: PgPool) {
         assert!(keys(&found).contains(&"t3".to_owned()), "{mode}: {found}");
     }
 }
+
+/// A history longer than the keyword sample: a message holding a rare word is found however
+/// old it is and ranks first; common words alone rank among the newest; another user's
+/// history, as long, stays out.
+#[sqlx::test]
+async fn keyword_search_over_a_long_history_finds_old_rare_words(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("acme", "alice");
+    let sample = mnemo::conversations::search::KEYWORD_SAMPLE;
+    for user in ["alice", "bob"] {
+        sqlx::query(
+            "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, version,
+                                         message_count)
+             SELECT 'acme', $1, 's' || s, 'assistant', 1, 1000 FROM generate_series(0, 5) s",
+        )
+        .bind(user)
+        .execute(&pool)
+        .await
+        .unwrap();
+        // Every message holds the common words; the oldest of alice's also `zanzibar`.
+        sqlx::query(
+            "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id, sender,
+                                                text, sent_at)
+             SELECT 'acme', $1, 's' || (i % 6), 'h' || i, 'user',
+                    CASE WHEN i = 0 AND $1 = 'alice'
+                         THEN 'the nightly deploy went to zanzibar'
+                         ELSE 'the nightly deploy went fine ' || i END,
+                    timestamptz '2026-01-01' + i * interval '1 second'
+             FROM generate_series(0, $2 - 1) i",
+        )
+        .bind(user)
+        .bind(sample + 500)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice).json(
+            &json!({"query": "where did the nightly deploy go? zanzibar", "mode": "keyword"}),
+        ),
+        200,
+    )
+    .await;
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits[0]["message_id"], "h0", "{found}");
+    assert!(hits[0]["score"].as_f64().unwrap() > hits[1]["score"].as_f64().unwrap());
+    // Only common words: the newest messages.
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice)
+            .json(&json!({"query": "nightly deploy", "mode": "keyword", "limit": 3})),
+        200,
+    )
+    .await;
+    let newest = format!("h{}", sample + 499);
+    assert_eq!(found["hits"][0]["message_id"], newest.as_str(), "{found}");
+    // Bob holds no such word.
+    let bob = app.token("acme", "bob");
+    let found = expect(
+        app.post(CHAT_SEARCH, &bob)
+            .json(&json!({"query": "zanzibar", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"], json!([]), "{found}");
+    // The recall of the chat context finds it too.
+    let found = expect(
+        app.post("/api/recall", &alice)
+            .json(&json!({"query": "zanzibar deploy", "kinds": ["message"]})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"][0]["message_id"], "h0", "{found}");
+}
