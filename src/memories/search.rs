@@ -107,11 +107,169 @@ fn bind_filters<'q>(
         .bind(&f.metadata)
 }
 
+/// Chunks of the caller's newest memories a keyword search reads as its sample of term
+/// frequencies; more chunks than this and the candidates are bounded (see [`keyword_candidates`]).
+pub const KEYWORD_SAMPLE: i64 = 5000;
+/// A term held by at least this share of the sample is common: its matches are not all read.
+const COMMON_SHARE: f64 = 0.01;
+
+#[derive(sqlx::FromRow)]
+struct TermSample {
+    term: String,
+    in_sample: i64,
+    sample: i64,
+    corpus: i64,
+}
+
 /// Keyword candidates: each matching memory once, at its best chunk or its summary, best first.
 /// With `only` set, just those memories are scored (the other side's candidates).
 ///
-/// The rank is [`idf_ranking`]'s: the idf sum of the query terms a text holds.
+/// The rank is [`idf_ranking`]'s: the idf sum of the query terms a text holds. As for messages,
+/// the cost stays flat as the memories grow: a first statement counts the query's terms in the
+/// chunks of the caller's newest memories ([`KEYWORD_SAMPLE`] chunks). When that is every
+/// chunk, all matches are ranked exactly. Otherwise the candidates are the texts holding a rare
+/// term (under [`COMMON_SHARE`] of the sample; exact document frequency) and the matches among
+/// the newest chunks and memory summaries; the common terms' frequencies are estimated from the
+/// sample.
 async fn keyword_candidates(
+    conn: &mut PgConnection,
+    text: &TextQuery,
+    filters: &Filters,
+    only: Option<&[Uuid]>,
+) -> ApiResult<Vec<Scored>> {
+    let terms = sqlx::query_as::<_, TermSample>(&format!(
+        "WITH {QUERY_CTE}, recent AS MATERIALIZED (
+             SELECT c.tsv FROM agent_memory_chunks c
+             WHERE c.tenant_id = current_setting('mnemo.tenant')
+               AND c.user_id = current_setting('mnemo.user')
+             ORDER BY c.memory_id DESC, c.byte_start DESC LIMIT $3
+         )
+         SELECT t.term,
+                (SELECT count(*) FROM recent r WHERE r.tsv @@ quote_literal(t.term)::tsquery)
+                    AS in_sample,
+                (SELECT count(*) FROM recent) AS sample,
+                (SELECT count(*) FROM agent_memory_chunks c
+                 WHERE c.tenant_id = current_setting('mnemo.tenant')
+                   AND c.user_id = current_setting('mnemo.user')) AS corpus
+         FROM q, unnest(q.terms) AS t(term)
+         WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0"
+    ))
+    .bind(&text.any)
+    .bind(&text.none)
+    .bind(KEYWORD_SAMPLE)
+    .fetch_all(&mut *conn)
+    .await?;
+    let Some(first) = terms.first() else {
+        return Ok(Vec::new());
+    };
+    if first.sample < KEYWORD_SAMPLE {
+        return exact_keyword_candidates(conn, text, filters, only).await;
+    }
+    let (sample, corpus) = (first.sample as f64, first.corpus.max(first.sample) as f64);
+    let mut names = Vec::with_capacity(terms.len());
+    let mut estimates = Vec::with_capacity(terms.len());
+    let mut rare = Vec::new();
+    for term in &terms {
+        let share = term.in_sample as f64 / sample;
+        names.push(term.term.clone());
+        if share >= COMMON_SHARE {
+            estimates.push(Some(share * corpus));
+        } else {
+            estimates.push(None);
+            rare.push(format!("'{}'", term.term.replace('\'', "''")));
+        }
+    }
+    let rare_query = (!rare.is_empty()).then(|| rare.join(" | "));
+    let sql = format!(
+        "WITH {QUERY_CTE}, {MEMORIES}, terms AS (
+             SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
+             FROM unnest($12::text[], $13::float8[]) AS t(term, estimate)
+         ), rare_chunks AS MATERIALIZED (
+             SELECT c.memory_id, c.byte_start, c.tsv FROM agent_memory_chunks c
+             WHERE c.tenant_id = current_setting('mnemo.tenant')
+               AND c.user_id = current_setting('mnemo.user')
+               AND $14::tsquery IS NOT NULL AND c.tsv @@ $14::tsquery
+         ), rare_summaries AS MATERIALIZED (
+             SELECT m.id, m.summary_tsv FROM agent_memories m
+             WHERE m.tenant_id = current_setting('mnemo.tenant')
+               AND m.user_id = current_setting('mnemo.user')
+               AND $14::tsquery IS NOT NULL AND m.summary_tsv @@ $14::tsquery
+         ), recent_chunks AS (
+             SELECT c.memory_id, c.byte_start, c.tsv FROM agent_memory_chunks c
+             WHERE c.tenant_id = current_setting('mnemo.tenant')
+               AND c.user_id = current_setting('mnemo.user')
+             ORDER BY c.memory_id DESC, c.byte_start DESC LIMIT $15
+         ), recent_summaries AS (
+             SELECT m.id, m.summary_tsv FROM agent_memories m
+             WHERE m.tenant_id = current_setting('mnemo.tenant')
+               AND m.user_id = current_setting('mnemo.user')
+             ORDER BY m.created_at DESC LIMIT $15
+         ), only_chunks AS (
+             -- The memories to score (the other side's candidates), however old.
+             SELECT c.memory_id, c.byte_start, c.tsv FROM agent_memory_chunks c
+             WHERE c.tenant_id = current_setting('mnemo.tenant')
+               AND c.user_id = current_setting('mnemo.user')
+               AND $10::uuid[] IS NOT NULL AND c.memory_id = ANY($10)
+         ), only_summaries AS (
+             SELECT m.id, m.summary_tsv FROM agent_memories m
+             WHERE m.tenant_id = current_setting('mnemo.tenant')
+               AND m.user_id = current_setting('mnemo.user')
+               AND $10::uuid[] IS NOT NULL AND m.id = ANY($10)
+         ), hits AS MATERIALIZED (
+             SELECT c.memory_id, c.byte_start, c.tsv
+             FROM (SELECT * FROM rare_chunks UNION SELECT * FROM recent_chunks
+                   UNION SELECT * FROM only_chunks) c, q
+             WHERE numnode(q.pos) > 0 AND c.tsv @@ q.q
+               AND c.memory_id IN (SELECT id FROM mem)
+             UNION ALL
+             SELECT s.id, NULL, s.summary_tsv
+             FROM (SELECT * FROM rare_summaries UNION SELECT * FROM recent_summaries
+                   UNION SELECT * FROM only_summaries) s, q
+             WHERE numnode(q.pos) > 0 AND s.summary_tsv @@ q.q
+               AND s.id IN (SELECT id FROM mem)
+         ), df AS (
+             SELECT t.term,
+                    coalesce(t.estimate,
+                             (SELECT count(*) FROM rare_chunks r WHERE r.tsv @@ t.tq)
+                             + (SELECT count(*) FROM rare_summaries r WHERE r.summary_tsv @@ t.tq))
+                        AS n
+             FROM terms t
+         ), matches AS MATERIALIZED (
+             SELECT h.memory_id, h.byte_start, t.term FROM hits h JOIN terms t ON h.tsv @@ t.tq
+         ), scored AS (
+             SELECT m.memory_id, m.byte_start,
+                    sum(ln(1 + ($16::float8 - df.n + 0.5) / (df.n + 0.5)))::real AS score
+             FROM matches m JOIN df USING (term)
+             GROUP BY m.memory_id, m.byte_start
+         ), best AS (
+             SELECT DISTINCT ON (memory_id) memory_id, byte_start,
+                    max(score) OVER (PARTITION BY memory_id) AS score
+             FROM scored
+             WHERE $10::uuid[] IS NULL OR memory_id = ANY($10)
+             ORDER BY memory_id, byte_start IS NULL, score DESC, byte_start
+         )
+         SELECT memory_id, byte_start, score FROM best
+         ORDER BY score DESC, memory_id DESC LIMIT $11"
+    );
+    let query = sqlx::query_as::<_, Scored>(&sql)
+        .bind(&text.any)
+        .bind(&text.none);
+    let rows = bind_filters(query, filters)
+        .bind(only)
+        .bind(CANDIDATES)
+        .bind(&names)
+        .bind(&estimates)
+        .bind(rare_query)
+        .bind(KEYWORD_SAMPLE)
+        .bind(corpus)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows)
+}
+
+/// Every match ranked, with document frequencies counted over the matches: the search of a
+/// caller with no more chunks than the sample.
+async fn exact_keyword_candidates(
     conn: &mut PgConnection,
     text: &TextQuery,
     filters: &Filters,

@@ -866,3 +866,62 @@ async fn keyword_search_over_a_long_history_finds_old_rare_words(pool: PgPool) {
     .await;
     assert_eq!(found["hits"][0]["message_id"], "h0", "{found}");
 }
+
+/// More memory chunks than the keyword sample: a rare word finds its memory however old, ranks
+/// it first, and common words alone answer from the newest memories.
+#[sqlx::test]
+async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("acme", "alice");
+    let sample = mnemo::memories::search::KEYWORD_SAMPLE;
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::query(
+        "CREATE TEMP TABLE loaded AS
+         SELECT i, ('00000000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid AS id,
+                CASE WHEN i = 0 THEN 'the nightly deploy went to zanzibar'
+                     ELSE 'the nightly deploy went fine ' || i END AS content
+         FROM generate_series(0, $1 - 1) i",
+    )
+    .bind(sample + 500)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    for statement in [
+        "INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
+                                     size_bytes, line_count, token_count, content_sha256,
+                                     chunk_count, created_at)
+         SELECT 'acme', 'alice', id, 'm-' || i, 'text', 'run ' || i, octet_length(content), 1, 6,
+                md5(content), 1, timestamptz '2026-01-01' + i * interval '1 second'
+         FROM loaded",
+        "INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start, byte_len,
+                                          line_start, line_end, content)
+         SELECT 'acme', 'alice', id, 0, octet_length(content), 1, 1, content FROM loaded",
+    ] {
+        sqlx::query(statement).execute(&mut *conn).await.unwrap();
+    }
+    drop(conn);
+    let found = expect(
+        app.post("/api/memories/search", &alice).json(
+            &json!({"query": "where did the nightly deploy go? zanzibar", "mode": "keyword"}),
+        ),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"][0]["memory_key"], "m-0", "{found}");
+    let found = expect(
+        app.post("/api/memories/search", &alice)
+            .json(&json!({"query": "nightly deploy", "mode": "keyword", "limit": 1})),
+        200,
+    )
+    .await;
+    let newest = format!("m-{}", sample + 499);
+    assert_eq!(found["hits"][0]["memory_key"], newest.as_str(), "{found}");
+    let bob = app.token("acme", "bob");
+    let found = expect(
+        app.post("/api/memories/search", &bob)
+            .json(&json!({"query": "zanzibar", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"], json!([]), "{found}");
+}
