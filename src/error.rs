@@ -192,6 +192,16 @@ impl From<sqlx::Error> for ApiError {
             };
             return ApiError::unavailable(detail);
         }
+        // A value PostgreSQL cannot hold that parsing let through: a date before 4713 BC (the
+        // JSON parser takes years down to -262143).
+        if let sqlx::Error::Database(db) = &err
+            && db.code().as_deref() == Some("22008")
+        {
+            return ApiError::status(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "a date or time is outside the range that can be stored (4713 BC to 294276 AD)",
+            );
+        }
         ApiError::Internal(anyhow::Error::new(err))
     }
 }

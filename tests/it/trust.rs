@@ -173,6 +173,65 @@ async fn numbers_round_trip_or_are_refused(pool: PgPool) {
     expect(app.get(&format!("/api/tasks/{id}/events"), &token), 200).await;
 }
 
+/// Dates the JSON parser takes but PostgreSQL cannot hold (before 4713 BC) are 422 wherever they
+/// go, written or used as a filter, and nothing is stored.
+#[sqlx::test]
+async fn dates_outside_the_database_range_are_422(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    let id = task(&app, &token).await;
+    let ancient = "-9999-01-01T00:00:00Z";
+    let writes = [
+        (
+            format!("/api/tasks/{id}/events"),
+            json!({"events": [{"timestamp": ancient, "step_narrative": "x", "status": "COMPLETED"}]}),
+        ),
+        (
+            format!("/api/tasks/{id}/snapshots"),
+            json!({"label": "a", "content": "b", "timestamp": ancient}),
+        ),
+        (
+            "/api/chat/session/archive_messages".to_owned(),
+            json!({"session_id": "s1", "messages_batch": [
+                {"id": "m1", "text": "hi", "sender": "user", "timestamp": ancient}]}),
+        ),
+        (
+            "/api/memories/search".to_owned(),
+            json!({"query": "hi", "filters": {"created_after": ancient}}),
+        ),
+        (
+            "/api/chat/search".to_owned(),
+            json!({"query": "hi", "after": ancient}),
+        ),
+        (
+            "/api/recall".to_owned(),
+            json!({"query": "hi", "filters": {"before": ancient}}),
+        ),
+    ];
+    for (path, body) in writes {
+        let problem = expect_problem(app.post(&path, &token).json(&body), 422).await;
+        assert!(
+            problem["detail"].as_str().unwrap().contains("4713 BC"),
+            "{path}: {problem}"
+        );
+    }
+    let events = expect(app.get(&format!("/api/tasks/{id}/events"), &token), 200).await;
+    assert_eq!(events["items"], json!([]), "{events}");
+    let sessions = expect(app.get("/api/chat/sessions", &token), 200).await;
+    assert_eq!(sessions["items"], json!([]), "{sessions}");
+    // The far end of the range is stored and read back as sent.
+    let far = "+262142-01-01T00:00:00Z";
+    expect(
+        app.post(&format!("/api/tasks/{id}/events"), &token).json(
+            &json!({"events": [{"timestamp": far, "step_narrative": "x", "status": "COMPLETED"}]}),
+        ),
+        201,
+    )
+    .await;
+    let events = expect(app.get(&format!("/api/tasks/{id}/events"), &token), 200).await;
+    assert_eq!(events["items"][0]["timestamp"], far, "{events}");
+}
+
 #[sqlx::test]
 async fn dot_keys_are_refused(pool: PgPool) {
     let app = TestApp::new(pool).await;
