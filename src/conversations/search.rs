@@ -10,7 +10,9 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
-use crate::search::query::{QUERY_CTE, idf_ranking};
+use crate::search::query::{
+    KEYWORD_SAMPLE, QUERY_CTE, TermSample, bounded_terms, idf_ranking, term_sample_sql,
+};
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
 /// Body of `POST /api/chat/search`.
@@ -136,31 +138,15 @@ fn bind_filters<'q>(query: ScoredQuery<'q>, f: &'q Filters) -> ScoredQuery<'q> {
         .bind(f.retention_days)
 }
 
-/// Messages of the caller's newest a keyword search reads as its sample of term frequencies.
-/// A caller with fewer messages is ranked exactly over every match; above it the candidates are
-/// bounded (see [`keyword_candidates`]).
-pub const KEYWORD_SAMPLE: i64 = 5000;
-/// A term held by at least this share of the sample is common: its matches are not all read.
-const COMMON_SHARE: f64 = 0.01;
-
-#[derive(sqlx::FromRow)]
-struct TermSample {
-    term: String,
-    in_sample: i64,
-    sample: i64,
-    corpus: i64,
-}
-
 /// Keyword candidates, best first, by [`idf_ranking`]'s score: the idf sum of the query terms a
 /// message holds.
 ///
 /// The cost stays flat as a history grows. A first statement reads the caller's newest
 /// [`KEYWORD_SAMPLE`] messages (the `(tenant, user, seq)` index, backwards) and counts the
 /// query's terms in them. When that sample is the whole history, every match is ranked exactly
-/// (a second statement over all matches). Otherwise the rare terms (under [`COMMON_SHARE`] of
-/// the sample) are looked up in full through the GIN index, with exact document frequencies;
-/// the common terms' frequencies are estimated from the sample, and their matches are taken from
-/// the sample only. So a message holding a rare term is always a candidate, one holding only
+/// (a second statement over all matches). Otherwise ([`bounded_terms`]) every match of the rare
+/// terms is read, with exact document frequencies; the common terms' frequencies are estimated
+/// from the sample, and their matches are taken from the sample only. So a message holding a rare term is always a candidate, one holding only
 /// common terms is one when it is among the newest; the reads are bounded by the sample and the
 /// rare terms' matches, whatever the length of the history.
 async fn keyword_candidates(
@@ -168,51 +154,27 @@ async fn keyword_candidates(
     text: &TextQuery,
     filters: &Filters,
 ) -> ApiResult<Vec<Scored>> {
-    let terms = sqlx::query_as::<_, TermSample>(&format!(
-        "WITH {QUERY_CTE}, recent AS MATERIALIZED (
-             SELECT m.tsv FROM conversation_messages m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user')
-             ORDER BY m.seq DESC LIMIT $3
-         )
-         SELECT t.term,
-                (SELECT count(*) FROM recent r WHERE r.tsv @@ quote_literal(t.term)::tsquery)
-                    AS in_sample,
-                (SELECT count(*) FROM recent) AS sample,
-                (SELECT coalesce(sum(s.message_count), 0)::int8 FROM agent_sessions s
-                 WHERE s.tenant_id = current_setting('mnemo.tenant')
-                   AND s.user_id = current_setting('mnemo.user')) AS corpus
-         FROM q, unnest(q.terms) AS t(term)
-         WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0"
-    ))
-    .bind(&text.any)
-    .bind(&text.none)
-    .bind(KEYWORD_SAMPLE)
-    .fetch_all(&mut *conn)
-    .await?;
-    let Some(first) = terms.first() else {
+    let sample = term_sample_sql(
+        "SELECT m.tsv FROM conversation_messages m
+         WHERE m.tenant_id = current_setting('mnemo.tenant')
+           AND m.user_id = current_setting('mnemo.user')
+         ORDER BY m.seq DESC",
+        "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
+         WHERE s.tenant_id = current_setting('mnemo.tenant')
+           AND s.user_id = current_setting('mnemo.user')",
+    );
+    let terms = sqlx::query_as::<_, TermSample>(&sample)
+        .bind(&text.any)
+        .bind(&text.none)
+        .bind(KEYWORD_SAMPLE)
+        .fetch_all(&mut *conn)
+        .await?;
+    if terms.is_empty() {
         return Ok(Vec::new());
-    };
-    if first.sample < KEYWORD_SAMPLE {
+    }
+    let Some(bounded) = bounded_terms(&terms) else {
         return exact_keyword_candidates(conn, text, filters).await;
-    }
-    // Common terms: their document frequency estimated from the sample. Rare ones: `None`,
-    // counted exactly in SQL from all their matches.
-    let (sample, corpus) = (first.sample as f64, first.corpus.max(first.sample) as f64);
-    let mut names = Vec::with_capacity(terms.len());
-    let mut estimates = Vec::with_capacity(terms.len());
-    let mut rare = Vec::new();
-    for term in &terms {
-        let share = term.in_sample as f64 / sample;
-        names.push(term.term.clone());
-        if share >= COMMON_SHARE {
-            estimates.push(Some(share * corpus));
-        } else {
-            estimates.push(None);
-            rare.push(format!("'{}'", term.term.replace('\'', "''")));
-        }
-    }
-    let rare_query = (!rare.is_empty()).then(|| rare.join(" | "));
+    };
     let sql = format!(
         "WITH {QUERY_CTE}, {MESSAGES}, terms AS (
              SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
@@ -250,11 +212,11 @@ async fn keyword_candidates(
         .bind(&text.none);
     Ok(bind_filters(query, filters)
         .bind(CANDIDATES)
-        .bind(&names)
-        .bind(&estimates)
-        .bind(rare_query)
+        .bind(&bounded.names)
+        .bind(&bounded.estimates)
+        .bind(bounded.rare_query)
         .bind(KEYWORD_SAMPLE)
-        .bind(corpus)
+        .bind(bounded.corpus)
         .fetch_all(&mut *conn)
         .await?)
 }

@@ -13,7 +13,7 @@ pub mod model;
 mod paging;
 pub mod placeholder;
 mod read;
-pub mod search;
+mod search;
 pub mod store;
 mod tokens;
 pub mod transfer;

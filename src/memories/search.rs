@@ -12,7 +12,9 @@ use super::placeholder;
 use super::store::check_metadata;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
-use crate::search::query::{QUERY_CTE, idf_ranking};
+use crate::search::query::{
+    KEYWORD_SAMPLE, QUERY_CTE, TermSample, bounded_terms, idf_ranking, term_sample_sql,
+};
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
 /// Highlight markers of snippets.
@@ -107,28 +109,14 @@ fn bind_filters<'q>(
         .bind(&f.metadata)
 }
 
-/// Chunks of the caller's newest memories a keyword search reads as its sample of term
-/// frequencies; more chunks than this and the candidates are bounded (see [`keyword_candidates`]).
-pub const KEYWORD_SAMPLE: i64 = 5000;
-/// A term held by at least this share of the sample is common: its matches are not all read.
-const COMMON_SHARE: f64 = 0.01;
-
-#[derive(sqlx::FromRow)]
-struct TermSample {
-    term: String,
-    in_sample: i64,
-    sample: i64,
-    corpus: i64,
-}
-
 /// Keyword candidates: each matching memory once, at its best chunk or its summary, best first.
 /// With `only` set, just those memories are scored (the other side's candidates).
 ///
 /// The rank is [`idf_ranking`]'s: the idf sum of the query terms a text holds. As for messages,
 /// the cost stays flat as the memories grow: a first statement counts the query's terms in the
 /// chunks of the caller's newest memories ([`KEYWORD_SAMPLE`] chunks). When that is every
-/// chunk, all matches are ranked exactly. Otherwise the candidates are the texts holding a rare
-/// term (under [`COMMON_SHARE`] of the sample; exact document frequency) and the matches among
+/// chunk, all matches are ranked exactly. Otherwise ([`bounded_terms`]) the candidates are the
+/// texts holding a rare term (exact document frequency) and the matches among
 /// the newest chunks and memory summaries; the common terms' frequencies are estimated from the
 /// sample.
 async fn keyword_candidates(
@@ -137,49 +125,27 @@ async fn keyword_candidates(
     filters: &Filters,
     only: Option<&[Uuid]>,
 ) -> ApiResult<Vec<Scored>> {
-    let terms = sqlx::query_as::<_, TermSample>(&format!(
-        "WITH {QUERY_CTE}, recent AS MATERIALIZED (
-             SELECT c.tsv FROM agent_memory_chunks c
-             WHERE c.tenant_id = current_setting('mnemo.tenant')
-               AND c.user_id = current_setting('mnemo.user')
-             ORDER BY c.memory_id DESC, c.byte_start DESC LIMIT $3
-         )
-         SELECT t.term,
-                (SELECT count(*) FROM recent r WHERE r.tsv @@ quote_literal(t.term)::tsquery)
-                    AS in_sample,
-                (SELECT count(*) FROM recent) AS sample,
-                (SELECT count(*) FROM agent_memory_chunks c
-                 WHERE c.tenant_id = current_setting('mnemo.tenant')
-                   AND c.user_id = current_setting('mnemo.user')) AS corpus
-         FROM q, unnest(q.terms) AS t(term)
-         WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0"
-    ))
-    .bind(&text.any)
-    .bind(&text.none)
-    .bind(KEYWORD_SAMPLE)
-    .fetch_all(&mut *conn)
-    .await?;
-    let Some(first) = terms.first() else {
+    let sample = term_sample_sql(
+        "SELECT c.tsv FROM agent_memory_chunks c
+         WHERE c.tenant_id = current_setting('mnemo.tenant')
+           AND c.user_id = current_setting('mnemo.user')
+         ORDER BY c.memory_id DESC, c.byte_start DESC",
+        "SELECT count(*) FROM agent_memory_chunks c
+         WHERE c.tenant_id = current_setting('mnemo.tenant')
+           AND c.user_id = current_setting('mnemo.user')",
+    );
+    let terms = sqlx::query_as::<_, TermSample>(&sample)
+        .bind(&text.any)
+        .bind(&text.none)
+        .bind(KEYWORD_SAMPLE)
+        .fetch_all(&mut *conn)
+        .await?;
+    if terms.is_empty() {
         return Ok(Vec::new());
-    };
-    if first.sample < KEYWORD_SAMPLE {
+    }
+    let Some(bounded) = bounded_terms(&terms) else {
         return exact_keyword_candidates(conn, text, filters, only).await;
-    }
-    let (sample, corpus) = (first.sample as f64, first.corpus.max(first.sample) as f64);
-    let mut names = Vec::with_capacity(terms.len());
-    let mut estimates = Vec::with_capacity(terms.len());
-    let mut rare = Vec::new();
-    for term in &terms {
-        let share = term.in_sample as f64 / sample;
-        names.push(term.term.clone());
-        if share >= COMMON_SHARE {
-            estimates.push(Some(share * corpus));
-        } else {
-            estimates.push(None);
-            rare.push(format!("'{}'", term.term.replace('\'', "''")));
-        }
-    }
-    let rare_query = (!rare.is_empty()).then(|| rare.join(" | "));
+    };
     let sql = format!(
         "WITH {QUERY_CTE}, {MEMORIES}, terms AS (
              SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
@@ -257,11 +223,11 @@ async fn keyword_candidates(
     let rows = bind_filters(query, filters)
         .bind(only)
         .bind(CANDIDATES)
-        .bind(&names)
-        .bind(&estimates)
-        .bind(rare_query)
+        .bind(&bounded.names)
+        .bind(&bounded.estimates)
+        .bind(bounded.rare_query)
         .bind(KEYWORD_SAMPLE)
-        .bind(corpus)
+        .bind(bounded.corpus)
         .fetch_all(&mut *conn)
         .await?;
     Ok(rows)

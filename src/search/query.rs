@@ -105,6 +105,81 @@ pub fn idf_ranking(keys: &str, corpus: &str) -> String {
     )
 }
 
+/// Texts (messages, memory chunks) of the caller's newest a keyword search reads as its sample of
+/// term frequencies. A caller with fewer is ranked exactly over every match; above it the
+/// candidates are bounded (see [`bounded_terms`]), so the cost stays flat as a history grows.
+pub const KEYWORD_SAMPLE: i64 = 5000;
+/// A term held by at least this share of the sample is common: its matches are not all read.
+pub const COMMON_SHARE: f64 = 0.01;
+
+/// A query term counted in the sample: `in_sample` of the `sample` newest texts hold it, of the
+/// `corpus` the caller has.
+#[derive(Debug, sqlx::FromRow)]
+pub struct TermSample {
+    pub term: String,
+    pub in_sample: i64,
+    pub sample: i64,
+    pub corpus: i64,
+}
+
+/// The statement counting the query's terms (`$1`, `$2` as in [`QUERY_CTE`]) in the newest `$3`
+/// texts: `recent` selects their `tsv` newest first (without the limit), `corpus` counts the
+/// caller's texts.
+pub fn term_sample_sql(recent: &str, corpus: &str) -> String {
+    format!(
+        "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3)
+         SELECT t.term,
+                (SELECT count(*) FROM recent r WHERE r.tsv @@ quote_literal(t.term)::tsquery)
+                    AS in_sample,
+                (SELECT count(*) FROM recent) AS sample,
+                ({corpus})::int8 AS corpus
+         FROM q, unnest(q.terms) AS t(term)
+         WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0"
+    )
+}
+
+/// The terms of a search over a history longer than the sample, for the bounded ranking.
+#[derive(Debug, PartialEq)]
+pub struct BoundedTerms {
+    pub names: Vec<String>,
+    /// A common term's document frequency, estimated from the sample; `None` for a rare term,
+    /// whose matches are all read and counted.
+    pub estimates: Vec<Option<f64>>,
+    /// The rare terms ORed, as tsquery text; `None` when every term is common.
+    pub rare_query: Option<String>,
+    /// The texts of the caller.
+    pub corpus: f64,
+}
+
+/// `None` when the sample holds every text of the caller: the search ranks all matches exactly.
+pub fn bounded_terms(terms: &[TermSample]) -> Option<BoundedTerms> {
+    let first = terms.first()?;
+    if first.sample < KEYWORD_SAMPLE {
+        return None;
+    }
+    let sample = first.sample as f64;
+    let corpus = first.corpus.max(first.sample) as f64;
+    let mut bounded = BoundedTerms {
+        names: Vec::with_capacity(terms.len()),
+        estimates: Vec::with_capacity(terms.len()),
+        rare_query: None,
+        corpus,
+    };
+    let mut rare = Vec::new();
+    for term in terms {
+        let share = term.in_sample as f64 / sample;
+        bounded.names.push(term.term.clone());
+        if share >= COMMON_SHARE {
+            bounded.estimates.push(Some(share * corpus));
+        } else {
+            bounded.estimates.push(None);
+            rare.push(format!("'{}'", term.term.replace('\'', "''")));
+        }
+    }
+    bounded.rare_query = (!rare.is_empty()).then(|| rare.join(" | "));
+    Some(bounded)
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum Part<'a> {
     Word(&'a str),
@@ -151,6 +226,38 @@ fn parts(text: &str) -> Vec<Part<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sample(term: &str, in_sample: i64, sample: i64, corpus: i64) -> TermSample {
+        TermSample {
+            term: term.into(),
+            in_sample,
+            sample,
+            corpus,
+        }
+    }
+
+    #[test]
+    fn a_short_history_is_ranked_exactly_and_a_long_one_bounded() {
+        assert_eq!(bounded_terms(&[]), None);
+        assert_eq!(bounded_terms(&[sample("tea", 3, 120, 120)]), None);
+        let n = KEYWORD_SAMPLE;
+        let bounded = bounded_terms(&[
+            sample("deploy", n / 2, n, 1_000_000),
+            sample("zanzibar", 0, n, 1_000_000),
+            sample("o'neil", 1, n, 1_000_000),
+        ])
+        .unwrap();
+        assert_eq!(bounded.names, ["deploy", "zanzibar", "o'neil"]);
+        assert_eq!(bounded.estimates, [Some(500_000.0), None, None]);
+        assert_eq!(
+            bounded.rare_query.as_deref(),
+            Some("'zanzibar' | 'o''neil'")
+        );
+        assert_eq!(bounded.corpus, 1_000_000.0);
+        // Every term common: no rare lookup.
+        let bounded = bounded_terms(&[sample("deploy", n, n, n)]).unwrap();
+        assert_eq!(bounded.rare_query, None);
+    }
 
     fn q(text: &str) -> (String, String) {
         let parsed = TextQuery::parse("query", text).unwrap();

@@ -801,7 +801,7 @@ async fn the_local_model_finds_paraphrases(pool: PgPool) {
 async fn keyword_search_over_a_long_history_finds_old_rare_words(pool: PgPool) {
     let app = TestApp::new(pool.clone()).await;
     let alice = app.token("acme", "alice");
-    let sample = mnemo::conversations::search::KEYWORD_SAMPLE;
+    let sample = mnemo::search::query::KEYWORD_SAMPLE;
     for user in ["alice", "bob"] {
         sqlx::query(
             "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, version,
@@ -873,7 +873,7 @@ async fn keyword_search_over_a_long_history_finds_old_rare_words(pool: PgPool) {
 async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
     let app = TestApp::new(pool.clone()).await;
     let alice = app.token("acme", "alice");
-    let sample = mnemo::memories::search::KEYWORD_SAMPLE;
+    let sample = mnemo::search::query::KEYWORD_SAMPLE;
     let mut conn = pool.acquire().await.unwrap();
     sqlx::query(
         "CREATE TEMP TABLE loaded AS
