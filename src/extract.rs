@@ -10,6 +10,9 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
+mod strict;
+pub use strict::Strict;
+
 /// The body limit of the route, put in the request extensions by [`crate::http::body_limit`].
 #[derive(Debug, Clone, Copy)]
 pub struct RouteBodyLimit(pub usize);
@@ -59,7 +62,8 @@ pub fn too_large(limit: Option<usize>) -> ApiError {
     }
 }
 
-/// Parses JSON: syntax errors are 400, shape errors 422 with the JSON path in `field`. Strings
+/// Parses JSON: syntax errors are 400, shape errors 422 with the JSON path in `field` (a struct
+/// is an object: an array in its place is 422, see [`Strict`]). Strings
 /// (and object keys) holding a NUL character, which PostgreSQL text cannot store, are 422 naming
 /// the first such field, and so are numbers that would not read back as written.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
@@ -70,7 +74,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         return Err(err);
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut de);
+    let value = serde_path_to_error::deserialize(Strict(&mut de));
     if value.is_ok() {
         de.end()
             .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;

@@ -54,7 +54,11 @@ pub struct ArchiveRequest {
     /// The chat session (client-generated, e.g. a UUID). Absent: the server makes one (a UUIDv7)
     /// and returns it; send it with the later batches of the conversation.
     #[serde(default)]
-    #[schema(value_type = String, required = true, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub session_id: Option<String>,
     /// The messages; re-sending messages already stored is expected and harmless. At most
     /// `MNEMO_ARCHIVE_MAX_MESSAGES` (default 500); more is 413.
@@ -77,7 +81,11 @@ pub struct BeaconRequest {
     pub access_token: String,
     /// The chat session; absent: the server makes one and returns it.
     #[serde(default)]
-    #[schema(value_type = String, required = true, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub session_id: Option<String>,
     /// As in the archive request: at most `MNEMO_ARCHIVE_MAX_MESSAGES` (default 500).
     #[serde(default)]
@@ -203,7 +211,11 @@ pub struct MessageQuery {
 pub struct ChatRequest {
     /// The chat session. Absent: the server makes one (a UUIDv7) and returns it.
     #[serde(default)]
-    #[schema(value_type = String, required = true, min_length = 1, max_length = 256, pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$")]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub session_id: Option<String>,
     /// The messages of this turn (normally the user's new message); stored in the session. At
     /// most `MNEMO_ARCHIVE_MAX_MESSAGES` (default 500); more is 413.

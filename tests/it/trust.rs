@@ -232,6 +232,45 @@ async fn dates_outside_the_database_range_are_422(pool: PgPool) {
     assert_eq!(events["items"][0]["timestamp"], far, "{events}");
 }
 
+/// A struct is a JSON object: an array in its place (which serde would read as the fields in
+/// order) is 422, at the top of the body or inside it, and nothing is stored.
+#[sqlx::test]
+async fn arrays_in_place_of_objects_are_422(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("t1", "alice");
+    for (path, body, field) in [
+        ("/api/chat/context", json!([null, null]), ""),
+        ("/api/chat/session/archive_messages", json!(["s1", []]), ""),
+        (
+            "/api/memories/search",
+            json!({"query": "x", "filters": [true]}),
+            "filters",
+        ),
+        (
+            "/api/recall",
+            json!({"query": "x", "filters": []}),
+            "filters",
+        ),
+        (
+            "/api/chat/session/archive_messages",
+            json!({"session_id": "s1", "messages_batch": [["m1", "hi", "user"]]}),
+            "messages_batch[0]",
+        ),
+    ] {
+        let problem = expect_problem(app.post(path, &token).json(&body), 422).await;
+        assert_eq!(problem["field"], field, "{path}: {problem}");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("a JSON object"),
+            "{path}: {problem}"
+        );
+    }
+    let sessions = expect(app.get("/api/chat/sessions", &token), 200).await;
+    assert_eq!(sessions["items"], json!([]), "{sessions}");
+}
+
 #[sqlx::test]
 async fn dot_keys_are_refused(pool: PgPool) {
     let app = TestApp::new(pool).await;

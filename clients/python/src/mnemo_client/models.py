@@ -299,11 +299,11 @@ class ArchiveRequest(Model):
     messages_batch: list[IncomingMessage]
     """The messages; re-sending messages already stored is expected and harmless. At most
 `MNEMO_ARCHIVE_MAX_MESSAGES` (default 500); more is 413."""
-    session_id: str
-    """The chat session (client-generated, e.g. a UUID). Absent: the server makes one (a UUIDv7)
-and returns it; send it with the later batches of the conversation."""
     agent_id: str | None = None
     """The agent the session talks to; default `assistant`. Used when the session is created."""
+    session_id: str | None = None
+    """The chat session (client-generated, e.g. a UUID). Absent: the server makes one (a UUIDv7)
+and returns it; send it with the later batches of the conversation."""
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {"messages_batch": ("IncomingMessage", True)}
 
 
@@ -356,9 +356,9 @@ class BeaconRequest(Model):
     """A bearer token (JWT), verified exactly like the `Authorization` header."""
     messages_batch: list[IncomingMessage]
     """As in the archive request: at most `MNEMO_ARCHIVE_MAX_MESSAGES` (default 500)."""
-    session_id: str
-    """The chat session; absent: the server makes one and returns it."""
     agent_id: str | None = None
+    session_id: str | None = None
+    """The chat session; absent: the server makes one and returns it."""
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {"messages_batch": ("IncomingMessage", True)}
 
 
@@ -415,14 +415,14 @@ class ChatMessage(Model):
 class ChatRequest(Model):
     """`POST /api/chat/context` and `POST /api/chat`."""
 
-    session_id: str
-    """The chat session. Absent: the server makes one (a UUIDv7) and returns it."""
     agent_id: str | None = None
     """The agent whose long-term notes and session this is: 1 to 64 of `[A-Za-z0-9._-]`;
 default `assistant`."""
     new_messages: list[IncomingMessage] | None = None
     """The messages of this turn (normally the user's new message); stored in the session. At
 most `MNEMO_ARCHIVE_MAX_MESSAGES` (default 500); more is 413."""
+    session_id: str | None = None
+    """The chat session. Absent: the server makes one (a UUIDv7) and returns it."""
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {"new_messages": ("IncomingMessage", True)}
 
 
