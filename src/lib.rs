@@ -82,7 +82,8 @@ pub async fn prepare_embeddings(state: &AppState, admin: &sqlx::PgPool) -> Resul
     Ok(())
 }
 
-/// Serves `state` on `listener` until `shutdown` resolves; requests in flight then complete.
+/// Serves `state` on `listener` until `shutdown` resolves; requests in flight then complete, and
+/// the background work they started (up to 30 s).
 /// Connection limits and the header-read timeout come from the configuration.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -90,8 +91,21 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = ConnectionLimits::from_config(&state.config);
-    serve_router_with(listener, app(state), limits, shutdown).await
+    let jobs = state.jobs.clone();
+    let served = serve_router_with(listener, app(state), limits, shutdown).await;
+    // The work requests left running (summaries, a streamed chat turn) finishes before exit.
+    jobs.close();
+    if tokio::time::timeout(JOBS_DRAIN, jobs.wait()).await.is_err() {
+        tracing::warn!(
+            left = jobs.len(),
+            "background work still running at shutdown was abandoned"
+        );
+    }
+    served
 }
+
+/// How long shutdown waits for background work requests started.
+const JOBS_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What a connection may hold and how long it may take to send its request head.
 #[derive(Debug, Clone, Copy)]

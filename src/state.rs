@@ -31,6 +31,9 @@ pub struct AppState {
     pub indexer: Arc<IndexerStats>,
     /// Slots of account exports streaming at once (`MNEMO_ACCOUNT_EXPORTS_AT_ONCE`).
     pub exports: Arc<tokio::sync::Semaphore>,
+    /// Work a request starts and leaves running (summary refreshes, a streamed chat turn, an
+    /// export's stream): shutdown waits for it, and tests [`settle`](Self::settle) on it.
+    pub jobs: tokio_util::task::TaskTracker,
 }
 
 impl AppState {
@@ -56,6 +59,15 @@ impl AppState {
             fair_use,
             indexer: Arc::new(IndexerStats::default()),
             exports,
+            jobs: tokio_util::task::TaskTracker::new(),
         })
+    }
+
+    /// Waits until the background work requests have started so far, and whatever it starts in
+    /// turn, has finished.
+    pub async fn settle(&self) {
+        self.jobs.close();
+        self.jobs.wait().await;
+        self.jobs.reopen();
     }
 }

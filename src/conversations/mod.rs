@@ -699,7 +699,7 @@ pub async fn chat(
         return Ok(axum::Json(response).into_response());
     }
     let (sender, receiver) = tokio::sync::mpsc::channel::<Event>(64);
-    tokio::spawn(async move {
+    state.jobs.clone().spawn(async move {
         let last = match chat::respond(&state, &principal, &llm, turn, Some(sender.clone())).await {
             Ok(response) => Event::default()
                 .event("done")

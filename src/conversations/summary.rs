@@ -545,7 +545,7 @@ pub fn schedule(state: &AppState, principal: &Principal, session_id: &str) {
     let state = state.clone();
     let principal = principal.clone();
     let session_id = session_id.to_owned();
-    tokio::spawn(async move {
+    state.jobs.clone().spawn(async move {
         let _running = Running(key);
         for _ in 0..3 {
             match refresh(&state, &principal, &session_id).await {

@@ -84,7 +84,7 @@ pub fn schedule(
     }
     let state = state.clone();
     let principal = principal.clone();
-    tokio::spawn(async move {
+    state.jobs.clone().spawn(async move {
         let _running = Running(task_id);
         if let Err(err) = refresh(&state, &principal, task_id).await {
             tracing::warn!(%task_id, error = %err, "running summary refresh failed");

@@ -1048,18 +1048,14 @@ async fn session_detail(app: &TestApp, token: &str, session: &str) -> Value {
 /// Polls the session until its summary covers `covers` messages (the refresh runs after the
 /// response, in the background).
 async fn summary_covering(app: &TestApp, token: &str, session: &str, covers: i64) -> Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let detail = session_detail(app, token, session).await;
-        if detail["summary_message_count"].as_i64() == Some(covers) {
-            return detail;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "summary never reached {covers} messages: {detail}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    app.state.settle().await;
+    let detail = session_detail(app, token, session).await;
+    assert_eq!(
+        detail["summary_message_count"].as_i64(),
+        Some(covers),
+        "the summary covers {covers} messages: {detail}"
+    );
+    detail
 }
 
 fn principal(tenant: &str, user: &str) -> mnemo::auth::Principal {
