@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{
-    KEYWORD_SAMPLE, QUERY_CTE, TermSample, bounded_terms, idf_ranking, term_sample_sql,
+    KEYWORD_SAMPLE, QUERY_CTE, RARE_CAP, TermSample, bounded_terms, idf_ranking, term_sample_sql,
 };
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
@@ -159,6 +159,9 @@ async fn keyword_candidates(
          WHERE m.tenant_id = current_setting('mnemo.tenant')
            AND m.user_id = current_setting('mnemo.user')
          ORDER BY m.seq DESC",
+        "SELECT 1 FROM conversation_messages m
+         WHERE m.tenant_id = current_setting('mnemo.tenant')
+           AND m.user_id = current_setting('mnemo.user') AND m.tsv @@ t.tq",
         "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
          WHERE s.tenant_id = current_setting('mnemo.tenant')
            AND s.user_id = current_setting('mnemo.user')",
@@ -167,6 +170,7 @@ async fn keyword_candidates(
         .bind(&text.any)
         .bind(&text.none)
         .bind(KEYWORD_SAMPLE)
+        .bind(RARE_CAP)
         .fetch_all(&mut *conn)
         .await?;
     if terms.is_empty() {
@@ -176,23 +180,41 @@ async fn keyword_candidates(
         return exact_keyword_candidates(conn, text, filters).await;
     };
     let sql = format!(
-        "WITH {QUERY_CTE}, {MESSAGES}, terms AS (
+        "WITH {QUERY_CTE}, terms AS (
              SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
              FROM unnest($9::text[], $10::float8[]) AS t(term, estimate)
          ), rare_hits AS MATERIALIZED (
-             SELECT m.seq, m.tsv FROM conversation_messages m
+             SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at
+             FROM conversation_messages m
              WHERE m.tenant_id = current_setting('mnemo.tenant')
                AND m.user_id = current_setting('mnemo.user')
                AND $11::tsquery IS NOT NULL AND m.tsv @@ $11::tsquery
          ), recent AS MATERIALIZED (
-             SELECT m.seq, m.tsv FROM conversation_messages m
+             SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at
+             FROM conversation_messages m
              WHERE m.tenant_id = current_setting('mnemo.tenant')
                AND m.user_id = current_setting('mnemo.user')
              ORDER BY m.seq DESC LIMIT $12
          ), hits AS MATERIALIZED (
+             -- The filters on the candidates themselves (each looks its session up by key):
+             -- never a scan of the whole history.
              SELECT c.seq, c.tsv
-             FROM (SELECT seq, tsv FROM rare_hits UNION SELECT seq, tsv FROM recent) c, q
-             WHERE numnode(q.pos) > 0 AND c.tsv @@ q.q AND c.seq IN (SELECT seq FROM msg)
+             FROM (SELECT DISTINCT ON (seq) * FROM
+                     (SELECT * FROM rare_hits UNION ALL SELECT * FROM recent) u
+                   ORDER BY seq) c
+             CROSS JOIN q
+             JOIN LATERAL (
+                 SELECT s.agent_name FROM agent_sessions s
+                 WHERE s.tenant_id = current_setting('mnemo.tenant')
+                   AND s.user_id = current_setting('mnemo.user')
+                   AND s.session_id = c.session_id
+             ) s ON true
+             WHERE numnode(q.pos) > 0 AND c.tsv @@ q.q
+               AND ($3::text IS NULL OR c.session_id = $3)
+               AND ($4::text IS NULL OR s.agent_name = $4)
+               AND ($5::timestamptz IS NULL OR c.sent_at >= $5)
+               AND ($6::timestamptz IS NULL OR c.sent_at < $6)
+               AND ($7::int IS NULL OR c.archived_at >= now() - make_interval(days => $7::int))
          ), df AS (
              SELECT t.term,
                     coalesce(t.estimate, (SELECT count(*) FROM rare_hits r WHERE r.tsv @@ t.tq))

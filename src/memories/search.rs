@@ -13,7 +13,7 @@ use super::store::check_metadata;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{
-    KEYWORD_SAMPLE, QUERY_CTE, TermSample, bounded_terms, idf_ranking, term_sample_sql,
+    KEYWORD_SAMPLE, QUERY_CTE, RARE_CAP, TermSample, bounded_terms, idf_ranking, term_sample_sql,
 };
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
@@ -130,6 +130,9 @@ async fn keyword_candidates(
          WHERE c.tenant_id = current_setting('mnemo.tenant')
            AND c.user_id = current_setting('mnemo.user')
          ORDER BY c.memory_id DESC, c.byte_start DESC",
+        "SELECT 1 FROM agent_memory_chunks c
+         WHERE c.tenant_id = current_setting('mnemo.tenant')
+           AND c.user_id = current_setting('mnemo.user') AND c.tsv @@ t.tq",
         "SELECT count(*) FROM agent_memory_chunks c
          WHERE c.tenant_id = current_setting('mnemo.tenant')
            AND c.user_id = current_setting('mnemo.user')",
@@ -138,6 +141,7 @@ async fn keyword_candidates(
         .bind(&text.any)
         .bind(&text.none)
         .bind(KEYWORD_SAMPLE)
+        .bind(RARE_CAP)
         .fetch_all(&mut *conn)
         .await?;
     if terms.is_empty() {

@@ -112,29 +112,41 @@ pub const KEYWORD_SAMPLE: i64 = 5000;
 /// A term held by at least this share of the sample is common: its matches are not all read.
 pub const COMMON_SHARE: f64 = 0.01;
 
+/// Most matches counted of a term the sample does not show to be common: fewer, and the term is
+/// rare (its matches are all read); as many, and it is common in older texts.
+pub const RARE_CAP: i64 = 5000;
+
 /// A query term counted in the sample: `in_sample` of the `sample` newest texts hold it, of the
-/// `corpus` the caller has.
+/// `corpus` the caller has; `capped`: for a term under [`COMMON_SHARE`] of the sample, its
+/// matches in all the caller's texts, counted up to [`RARE_CAP`].
 #[derive(Debug, sqlx::FromRow)]
 pub struct TermSample {
     pub term: String,
     pub in_sample: i64,
     pub sample: i64,
     pub corpus: i64,
+    pub capped: Option<i64>,
 }
 
 /// The statement counting the query's terms (`$1`, `$2` as in [`QUERY_CTE`]) in the newest `$3`
-/// texts: `recent` selects their `tsv` newest first (without the limit), `corpus` counts the
-/// caller's texts.
-pub fn term_sample_sql(recent: &str, corpus: &str) -> String {
+/// texts, and the matches (up to `$4`) of those that are not common there: `recent` selects the
+/// texts' `tsv` newest first (without the limit), `matching` the caller's texts holding the
+/// tsquery `t.tq`, `corpus` counts the caller's texts.
+pub fn term_sample_sql(recent: &str, matching: &str, corpus: &str) -> String {
     format!(
-        "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3)
-         SELECT t.term,
-                (SELECT count(*) FROM recent r WHERE r.tsv @@ quote_literal(t.term)::tsquery)
-                    AS in_sample,
-                (SELECT count(*) FROM recent) AS sample,
-                ({corpus})::int8 AS corpus
-         FROM q, unnest(q.terms) AS t(term)
-         WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0"
+        "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3), counted AS (
+             SELECT t.term, quote_literal(t.term)::tsquery AS tq,
+                    (SELECT count(*) FROM recent r
+                     WHERE r.tsv @@ quote_literal(t.term)::tsquery) AS in_sample,
+                    (SELECT count(*) FROM recent) AS sample
+             FROM q, unnest(q.terms) AS t(term)
+             WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0
+         )
+         SELECT t.term, t.in_sample, t.sample, ({corpus})::int8 AS corpus,
+                CASE WHEN t.in_sample::float8 < {COMMON_SHARE} * t.sample THEN
+                    (SELECT count(*) FROM ({matching} LIMIT $4) x)
+                END AS capped
+         FROM counted t"
     )
 }
 
@@ -142,8 +154,8 @@ pub fn term_sample_sql(recent: &str, corpus: &str) -> String {
 #[derive(Debug, PartialEq)]
 pub struct BoundedTerms {
     pub names: Vec<String>,
-    /// A common term's document frequency, estimated from the sample; `None` for a rare term,
-    /// whose matches are all read and counted.
+    /// A common term's document frequency, estimated; `None` for a rare term, whose matches are
+    /// all read and counted.
     pub estimates: Vec<Option<f64>>,
     /// The rare terms ORed, as tsquery text; `None` when every term is common.
     pub rare_query: Option<String>,
@@ -152,6 +164,11 @@ pub struct BoundedTerms {
 }
 
 /// `None` when the sample holds every text of the caller: the search ranks all matches exactly.
+///
+/// A term is rare when it has fewer than [`RARE_CAP`] matches in all: its matches are read and
+/// its frequency is exact. A common term's frequency is its share of the sample times the
+/// corpus; one the sample misses although it has [`RARE_CAP`] matches or more (common in older
+/// texts only) is given the geometric mean of that floor and the corpus, a middle weight.
 pub fn bounded_terms(terms: &[TermSample]) -> Option<BoundedTerms> {
     let first = terms.first()?;
     if first.sample < KEYWORD_SAMPLE {
@@ -169,11 +186,15 @@ pub fn bounded_terms(terms: &[TermSample]) -> Option<BoundedTerms> {
     for term in terms {
         let share = term.in_sample as f64 / sample;
         bounded.names.push(term.term.clone());
-        if share >= COMMON_SHARE {
-            bounded.estimates.push(Some(share * corpus));
-        } else {
-            bounded.estimates.push(None);
-            rare.push(format!("'{}'", term.term.replace('\'', "''")));
+        match term.capped {
+            Some(found) if found < RARE_CAP => {
+                bounded.estimates.push(None);
+                rare.push(format!("'{}'", term.term.replace('\'', "''")));
+            }
+            Some(_) => bounded.estimates.push(Some(
+                (share * corpus).max((RARE_CAP as f64 * corpus).sqrt()),
+            )),
+            None => bounded.estimates.push(Some(share * corpus)),
         }
     }
     bounded.rare_query = (!rare.is_empty()).then(|| rare.join(" | "));
@@ -228,11 +249,14 @@ mod tests {
     use super::*;
 
     fn sample(term: &str, in_sample: i64, sample: i64, corpus: i64) -> TermSample {
+        // As the statement counts them: only terms rare in the sample are counted in all.
+        let capped = ((in_sample as f64) < COMMON_SHARE * sample as f64).then_some(in_sample);
         TermSample {
             term: term.into(),
             in_sample,
             sample,
             corpus,
+            capped,
         }
     }
 
@@ -257,6 +281,19 @@ mod tests {
         // Every term common: no rare lookup.
         let bounded = bounded_terms(&[sample("deploy", n, n, n)]).unwrap();
         assert_eq!(bounded.rare_query, None);
+        // Absent from the newest texts but common in older ones: not read in full, and weighed
+        // between the floor and the corpus.
+        let old = TermSample {
+            capped: Some(RARE_CAP),
+            ..sample("migration", 0, n, 1_000_000)
+        };
+        let bounded = bounded_terms(&[old]).unwrap();
+        assert_eq!(bounded.rare_query, None);
+        let estimate = bounded.estimates[0].unwrap();
+        assert!(
+            estimate > RARE_CAP as f64 && estimate < 1_000_000.0,
+            "{estimate}"
+        );
     }
 
     fn q(text: &str) -> (String, String) {

@@ -865,6 +865,28 @@ async fn keyword_search_over_a_long_history_finds_old_rare_words(pool: PgPool) {
     )
     .await;
     assert_eq!(found["hits"][0]["message_id"], "h0", "{found}");
+
+    // The newest messages change the subject: the old words are missing from the sample, but
+    // counted in full they are common, so they are not all read; the rare word still finds its
+    // message.
+    sqlx::query(
+        "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id, sender,
+                                            text, sent_at)
+         SELECT 'acme', 'alice', 's' || (i % 6), 'l' || i, 'user', 'lunch menu item ' || i,
+                timestamptz '2026-02-01' + i * interval '1 second'
+         FROM generate_series(0, $1 - 1) i",
+    )
+    .bind(sample + 10)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice)
+            .json(&json!({"query": "the nightly deploy to zanzibar", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"][0]["message_id"], "h0", "{found}");
 }
 
 /// More memory chunks than the keyword sample: a rare word finds its memory however old, ranks
