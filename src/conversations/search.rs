@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{
-    KEYWORD_SAMPLE, QUERY_CTE, RARE_CAP, TermSample, bounded_terms, idf_ranking, term_sample_sql,
+    KEYWORD_SAMPLE, QUERY_CTE, bounded_terms, idf_ranking, sample_terms, term_sample_sql,
 };
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
@@ -166,13 +166,7 @@ async fn keyword_candidates(
          WHERE s.tenant_id = current_setting('mnemo.tenant')
            AND s.user_id = current_setting('mnemo.user')",
     );
-    let terms = sqlx::query_as::<_, TermSample>(&sample)
-        .bind(&text.any)
-        .bind(&text.none)
-        .bind(KEYWORD_SAMPLE)
-        .bind(RARE_CAP)
-        .fetch_all(&mut *conn)
-        .await?;
+    let terms = sample_terms(conn, &sample, text).await?;
     if terms.is_empty() {
         return Ok(Vec::new());
     }

@@ -13,7 +13,7 @@ use super::store::check_metadata;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{
-    KEYWORD_SAMPLE, QUERY_CTE, RARE_CAP, TermSample, bounded_terms, idf_ranking, term_sample_sql,
+    KEYWORD_SAMPLE, QUERY_CTE, bounded_terms, idf_ranking, sample_terms, term_sample_sql,
 };
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
@@ -82,6 +82,20 @@ const MEMORIES: &str = "mem AS (
        AND ($8::timestamptz IS NULL OR created_at < $8)
        AND ($9::jsonb IS NULL OR content_metadata @> $9))";
 
+/// The end of both keyword statements, over a CTE `scored` (`memory_id`, `byte_start`, `score`):
+/// a memory once, scored by its best hit and shown at its best content chunk when the content
+/// matched (a chunk has a line range to read), else at its summary; only the memories `$10`
+/// when set; best first, `$11` of them.
+const BEST: &str = "best AS (
+             SELECT DISTINCT ON (memory_id) memory_id, byte_start,
+                    max(score) OVER (PARTITION BY memory_id) AS score
+             FROM scored
+             WHERE $10::uuid[] IS NULL OR memory_id = ANY($10)
+             ORDER BY memory_id, byte_start IS NULL, score DESC, byte_start
+         )
+         SELECT memory_id, byte_start, score FROM best
+         ORDER BY score DESC, memory_id DESC LIMIT $11";
+
 /// Most candidates each side contributes before fusion.
 const CANDIDATES: i64 = 100;
 
@@ -137,13 +151,7 @@ async fn keyword_candidates(
          WHERE c.tenant_id = current_setting('mnemo.tenant')
            AND c.user_id = current_setting('mnemo.user')",
     );
-    let terms = sqlx::query_as::<_, TermSample>(&sample)
-        .bind(&text.any)
-        .bind(&text.none)
-        .bind(KEYWORD_SAMPLE)
-        .bind(RARE_CAP)
-        .fetch_all(&mut *conn)
-        .await?;
+    let terms = sample_terms(conn, &sample, text).await?;
     if terms.is_empty() {
         return Ok(Vec::new());
     }
@@ -211,15 +219,7 @@ async fn keyword_candidates(
                     sum(ln(1 + ($16::float8 - df.n + 0.5) / (df.n + 0.5)))::real AS score
              FROM matches m JOIN df USING (term)
              GROUP BY m.memory_id, m.byte_start
-         ), best AS (
-             SELECT DISTINCT ON (memory_id) memory_id, byte_start,
-                    max(score) OVER (PARTITION BY memory_id) AS score
-             FROM scored
-             WHERE $10::uuid[] IS NULL OR memory_id = ANY($10)
-             ORDER BY memory_id, byte_start IS NULL, score DESC, byte_start
-         )
-         SELECT memory_id, byte_start, score FROM best
-         ORDER BY score DESC, memory_id DESC LIMIT $11"
+         ), {BEST}"
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
@@ -263,17 +263,7 @@ async fn exact_keyword_candidates(
              SELECT mem.id, NULL, mem.summary_tsv
              FROM mem, q
              WHERE numnode(q.pos) > 0 AND mem.summary_tsv @@ q.q
-         ), {ranking}, best AS (
-             -- A memory once: scored by its best hit, shown at its best content chunk when the
-             -- content matched (a chunk has a line range to read), else at its summary.
-             SELECT DISTINCT ON (memory_id) memory_id, byte_start,
-                    max(score) OVER (PARTITION BY memory_id) AS score
-             FROM scored
-             WHERE $10::uuid[] IS NULL OR memory_id = ANY($10)
-             ORDER BY memory_id, byte_start IS NULL, score DESC, byte_start
-         )
-         SELECT memory_id, byte_start, score FROM best
-         ORDER BY score DESC, memory_id DESC LIMIT $11"
+         ), {ranking}, {BEST}"
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)

@@ -150,6 +150,21 @@ pub fn term_sample_sql(recent: &str, matching: &str, corpus: &str) -> String {
     )
 }
 
+/// Runs [`term_sample_sql`]'s statement for `text`.
+pub async fn sample_terms(
+    conn: &mut sqlx::PgConnection,
+    sql: &str,
+    text: &TextQuery,
+) -> Result<Vec<TermSample>, sqlx::Error> {
+    sqlx::query_as::<_, TermSample>(sql)
+        .bind(&text.any)
+        .bind(&text.none)
+        .bind(KEYWORD_SAMPLE)
+        .bind(RARE_CAP)
+        .fetch_all(conn)
+        .await
+}
+
 /// The terms of a search over a history longer than the sample, for the bounded ranking.
 #[derive(Debug, PartialEq)]
 pub struct BoundedTerms {
