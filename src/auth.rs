@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -564,6 +564,21 @@ pub fn mint(
     jsonwebtoken::encode(&header, &claims, &key).map_err(|e| format!("cannot sign: {e}"))
 }
 
+/// The `WWW-Authenticate` value of a 401. RFC 9728: it names the protected-resource metadata,
+/// which MCP clients follow to the authorization server. Made only when a request is refused.
+fn challenge(state: &AppState, headers: &HeaderMap, error: Option<&str>) -> Option<HeaderValue> {
+    let mut value = String::from("Bearer realm=\"mnemo\"");
+    if let Some(detail) = error {
+        value.push_str(&format!(
+            ", error=\"invalid_token\", error_description=\"{}\"",
+            detail.replace(['"', '\\'], "'")
+        ));
+    }
+    let metadata = crate::mcp::resource_metadata_url(state, headers);
+    value.push_str(&format!(", resource_metadata=\"{metadata}\""));
+    HeaderValue::from_str(&value).ok()
+}
+
 /// Middleware: verifies the bearer token of every non-public route and stores the [`Principal`].
 pub async fn require_bearer(
     State(state): State<AppState>,
@@ -573,24 +588,10 @@ pub async fn require_bearer(
     if crate::http::is_public(req.uri().path()) {
         return next.run(req).await;
     }
-    // RFC 9728: the challenge names the protected-resource metadata, which MCP clients follow to
-    // the authorization server.
-    let metadata = crate::mcp::resource_metadata_url(&state, req.headers());
-    let challenge = |error: Option<&str>| {
-        let mut value = String::from("Bearer realm=\"mnemo\"");
-        if let Some(detail) = error {
-            value.push_str(&format!(
-                ", error=\"invalid_token\", error_description=\"{}\"",
-                detail.replace(['"', '\\'], "'")
-            ));
-        }
-        value.push_str(&format!(", resource_metadata=\"{metadata}\""));
-        HeaderValue::from_str(&value).ok()
-    };
     let Some(value) = req.headers().get(header::AUTHORIZATION) else {
         let mut response = ApiError::unauthorized("missing `Authorization: Bearer <token>` header")
             .into_response();
-        if let Some(value) = challenge(None) {
+        if let Some(value) = challenge(&state, req.headers(), None) {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, value);
@@ -615,7 +616,10 @@ pub async fn require_bearer(
             let unauthorized = err.status_code() == StatusCode::UNAUTHORIZED;
             let detail = err.to_string();
             let mut response = err.into_response();
-            if let (true, Some(value)) = (unauthorized, challenge(Some(&detail))) {
+            let value = unauthorized
+                .then(|| challenge(&state, req.headers(), Some(&detail)))
+                .flatten();
+            if let Some(value) = value {
                 response
                     .headers_mut()
                     .insert(header::WWW_AUTHENTICATE, value);
