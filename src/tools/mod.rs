@@ -65,9 +65,14 @@ impl Tool {
         text
     }
 
-    /// The JSON Schema of the arguments.
+    /// The JSON Schema of the arguments (derived once per process).
     pub fn input_schema(&self) -> Value {
-        (self.schema)()
+        static SCHEMAS: OnceLock<std::collections::HashMap<&'static str, Value>> = OnceLock::new();
+        SCHEMAS
+            .get_or_init(|| all().iter().map(|t| (t.name, (t.schema)())).collect())
+            .get(self.name)
+            .cloned()
+            .unwrap_or_else(|| (self.schema)())
     }
 
     /// The tool in a vendor's function-calling shape.
