@@ -36,6 +36,12 @@ pub async fn prepare_capture(input: CaptureInput, limits: &Limits) -> ApiResult<
             "`threshold_tokens` must be 1 to 10000000",
         ));
     }
+    if input.duration_ms.is_some_and(|ms| ms < 0) {
+        return Err(ApiError::invalid(
+            "duration_ms",
+            "`duration_ms` must not be negative",
+        ));
+    }
     let command = short_text("command", input.command, 4000)?;
     let mut metadata = input.metadata.unwrap_or_default();
     if let Some(command) = &command {

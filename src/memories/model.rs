@@ -452,8 +452,10 @@ pub struct CaptureInput {
     pub memory_type: Option<String>,
     #[serde(default)]
     pub exit_code: Option<i64>,
+    /// How long the command ran, in milliseconds.
     #[serde(default)]
-    pub duration_ms: Option<u64>,
+    #[schema(minimum = 0)]
+    pub duration_ms: Option<i64>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,

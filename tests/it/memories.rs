@@ -524,6 +524,17 @@ async fn capture_below_and_above_the_threshold(pool: PgPool) {
     .await;
     assert_eq!(inline["stored"], false);
     assert_eq!(inline["context"], output);
+
+    // A duration must fit the signed 64-bit integer the document promises, and not be negative.
+    for bad in [json!(9_223_372_036_854_775_808u64), json!(-1)] {
+        let p = expect_problem(
+            app.post("/api/memories/capture", &token)
+                .json(&json!({"content": "x", "duration_ms": bad})),
+            422,
+        )
+        .await;
+        assert_eq!(p["field"], "duration_ms", "{p}");
+    }
 }
 
 #[sqlx::test]

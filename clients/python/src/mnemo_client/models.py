@@ -372,6 +372,7 @@ class CaptureInput(Model):
     command: str | None = None
     """The command that produced it (kept in the metadata and the summary)."""
     duration_ms: int | None = None
+    """How long the command ran, in milliseconds."""
     exit_code: int | None = None
     key: str | None = None
     """Key to store under (generated when absent; an existing key is replaced like PUT)."""
