@@ -15,12 +15,15 @@
 //! Benchmarks). Read-only requests end without waiting for the rollback. The pool does not ping on
 //! acquire (it pings on release, off the request's path).
 
-use std::ops::{Deref, DerefMut};
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use sqlx::postgres::{
+    PgConnectOptions, PgPoolOptions, PgQueryResult, PgRow, PgStatement, PgTypeInfo,
+};
+use sqlx::{Describe, Either, Execute, Executor, PgPool, Postgres, Transaction};
 
 use crate::auth::Principal;
 
@@ -34,7 +37,7 @@ pub async fn connect(
     url: &str,
     max_connections: u32,
     statement_timeout: Option<Duration>,
-) -> Result<PgPool, sqlx::Error> {
+) -> Result<Db, sqlx::Error> {
     let mut options = connect_options(url)?;
     if let Some(timeout) = statement_timeout.filter(|t| !t.is_zero()) {
         options = options.options([("statement_timeout", format!("{}ms", timeout.as_millis()))]);
@@ -47,6 +50,7 @@ pub async fn connect(
         .test_before_acquire(false)
         .connect_with(options)
         .await
+        .map(Db::new)
 }
 
 /// Parses `url`; connections name themselves `mnemo` in `pg_stat_activity`.
@@ -54,62 +58,46 @@ pub fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
     Ok(PgConnectOptions::from_str(url)?.application_name("mnemo"))
 }
 
-pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
+/// The database the service runs on. The pool is private: a request reaches PostgreSQL only
+/// through [`Db::scoped`] (one user's rows), and a background job only through [`Db::system`]
+/// (its own role and lock), so no code outside this module can run a statement that row-level
+/// security does not confine. Cloning is cheap (the pool is shared).
+#[derive(Clone, Debug)]
+pub struct Db {
+    pool: PgPool,
 }
 
-/// True when every migration this binary carries has been applied.
-pub async fn migrations_applied(pool: &PgPool) -> Result<bool, sqlx::Error> {
-    let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
-    let applied: Option<i64> =
-        sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
-            .fetch_one(pool)
-            .await?;
-    Ok(applied.unwrap_or(0) >= latest)
-}
+impl Db {
+    /// Wraps a connected pool (see [`connect`]).
+    pub fn new(pool: PgPool) -> Self {
+        Db { pool }
+    }
 
-/// Checks that the pool's login may switch to `mnemo_app`, as every request does: a login
-/// lacking that membership would fail every request while the database itself answers.
-pub async fn can_switch_role(pool: &PgPool) -> Result<(), sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SELECT set_config('role', 'mnemo_app', true)")
-        .execute(&mut *tx)
-        .await?;
-    tx.rollback().await
-}
-
-/// A transaction acting as one principal: row-level security limits it to that tenant and user.
-///
-/// Dereferences to the connection, so `query.fetch_one(&mut *scoped)` works. Dropping it without
-/// [`Scoped::commit`] rolls back.
-pub struct Scoped {
-    tx: Transaction<'static, Postgres>,
-}
-
-impl Scoped {
-    /// Opens the transaction: `BEGIN`, then one prepared statement that switches the role and
-    /// sets the tenant and user, passed as bind parameters.
+    /// Opens a transaction acting as `principal`: `BEGIN`, then one prepared statement that
+    /// switches the role and sets the tenant and user, passed as bind parameters.
     ///
     /// When the connection turns out to be dead (the server restarted since it was pooled),
     /// nothing has run yet, so this tries once more on another connection before giving up.
-    pub async fn begin(pool: &PgPool, principal: &Principal) -> Result<Self, sqlx::Error> {
+    pub async fn scoped(&self, principal: &Principal) -> Result<Scoped, sqlx::Error> {
         check_id(&principal.tenant_id)?;
         check_id(&principal.user_id)?;
-        match Self::open(pool, principal).await {
-            Err(err) if crate::error::is_unavailable(&err) && !pool.is_closed() => {
+        match self.open(principal).await {
+            Err(err) if crate::error::is_unavailable(&err) && !self.pool.is_closed() => {
                 tracing::debug!(error = %err, "opening a scoped transaction failed; retrying once");
-                Self::open(pool, principal).await
+                self.open(principal).await
             }
             other => other,
         }
     }
 
-    /// Opens a read-only transaction on one snapshot (`REPEATABLE READ`): every statement sees
-    /// the database as of the first one, so a long read (an account export) is consistent.
-    pub async fn begin_snapshot(pool: &PgPool, principal: &Principal) -> Result<Self, sqlx::Error> {
+    /// Opens a read-only transaction acting as `principal` on one snapshot (`REPEATABLE READ`):
+    /// every statement sees the database as of the first one, so a long read (an account export)
+    /// is consistent.
+    pub async fn snapshot(&self, principal: &Principal) -> Result<Scoped, sqlx::Error> {
         check_id(&principal.tenant_id)?;
         check_id(&principal.user_id)?;
-        let mut tx = pool
+        let mut tx = self
+            .pool
             .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .await?;
         sqlx::query(SET_SCOPE)
@@ -120,8 +108,8 @@ impl Scoped {
         Ok(Scoped { tx })
     }
 
-    async fn open(pool: &PgPool, principal: &Principal) -> Result<Self, sqlx::Error> {
-        let mut tx = pool.begin().await?;
+    async fn open(&self, principal: &Principal) -> Result<Scoped, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query(SET_SCOPE)
             .bind(&principal.tenant_id)
             .bind(&principal.user_id)
@@ -130,6 +118,162 @@ impl Scoped {
         Ok(Scoped { tx })
     }
 
+    /// Opens a transaction confined to one whole tenant, as `mnemo_eraser`, whose policies let
+    /// it delete (and only delete) every row of the tenant named by `mnemo.tenant`.
+    pub async fn tenant_eraser(&self, tenant: &str) -> Result<Scoped, sqlx::Error> {
+        check_id(tenant)?;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "SELECT set_config('role', 'mnemo_eraser', true), set_config('mnemo.tenant', $1, true)",
+        )
+        .bind(tenant)
+        .execute(&mut *tx)
+        .await?;
+        Ok(Scoped { tx })
+    }
+
+    /// Opens `job`'s transaction: its role (and settings), then, for a job that one replica
+    /// runs at a time, its transaction-level advisory lock. `None` when another replica holds
+    /// that lock: skip this round (a backfill waits for the lock instead).
+    pub async fn system(&self, job: Job) -> Result<Option<System>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        if let Some(setup) = job.setup() {
+            sqlx::query(setup).execute(&mut *tx).await?;
+        }
+        if job == Job::Backfill {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(job.lock_key())
+                .execute(&mut *tx)
+                .await?;
+        } else if let Some(key) = job.lock_key() {
+            let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+                .bind(key)
+                .fetch_one(&mut *tx)
+                .await?;
+            if !locked {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+        }
+        Ok(Some(System {
+            scoped: Scoped { tx },
+        }))
+    }
+
+    /// Applies the migrations this binary carries.
+    pub async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError> {
+        MIGRATOR.run(&self.pool).await
+    }
+
+    /// True when every migration this binary carries has been applied.
+    pub async fn migrations_applied(&self) -> Result<bool, sqlx::Error> {
+        let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        let applied: Option<i64> =
+            sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(applied.unwrap_or(0) >= latest)
+    }
+
+    /// Checks that the pool's login may switch to `mnemo_app`, as every request does: a login
+    /// lacking that membership would fail every request while the database itself answers.
+    pub async fn can_switch_role(&self) -> Result<(), sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT set_config('role', 'mnemo_app', true)")
+            .execute(&mut *tx)
+            .await?;
+        tx.rollback().await
+    }
+
+    /// Connections open, idle, and the most the pool opens (for `/metrics`).
+    pub fn usage(&self) -> PoolUsage {
+        PoolUsage {
+            size: self.pool.size(),
+            idle: self.pool.num_idle(),
+            max: self.pool.options().get_max_connections(),
+        }
+    }
+
+    /// Closes the pool: new transactions fail, open ones finish.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// What [`Db::usage`] reports.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolUsage {
+    pub size: u32,
+    pub idle: usize,
+    pub max: u32,
+}
+
+/// The background work that acts across tenants, each with the role it runs as and, for work
+/// one replica does at a time, the key of its advisory lock. Every cross-tenant path is listed
+/// here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Job {
+    /// Pausing idle tasks and archiving old completed ones: `mnemo_app` with
+    /// `mnemo.sweeper = 'on'`, which a policy honours for reading `tasks` only; each change is
+    /// made acting as the task's own user ([`System::act_as`]).
+    TaskLifecycle,
+    /// Ending waits whose timeout ran out: as [`Job::TaskLifecycle`], for `task_waits`.
+    WaitTimeouts,
+    /// Deleting expired idempotency records: `mnemo_app` with `mnemo.sweeper = 'on'`, which
+    /// the policies honour for expired records only.
+    IdempotencyExpiry,
+    /// Deleting conversation history past its retention: the `mnemo_retention` role.
+    HistoryRetention,
+    /// Embedding what the outbox queues: the `mnemo_indexer` role. Replicas share this work
+    /// (rows are claimed with `SKIP LOCKED`), so it takes no lock.
+    Indexer,
+    /// Queueing every memory and message for embedding again: the `mnemo_indexer` role, one
+    /// replica at a time (the others wait, then find the rows already queued).
+    Backfill,
+    /// Readying the vector tables and indexes at start-up: the login role itself, since it may
+    /// create the pgvector extension.
+    Schema,
+}
+
+impl Job {
+    fn setup(self) -> Option<&'static str> {
+        match self {
+            Job::TaskLifecycle | Job::WaitTimeouts | Job::IdempotencyExpiry => Some(
+                "SELECT set_config('role', 'mnemo_app', true), \
+                 set_config('mnemo.sweeper', 'on', true)",
+            ),
+            Job::HistoryRetention => Some("SELECT set_config('role', 'mnemo_retention', true)"),
+            Job::Indexer | Job::Backfill => {
+                Some("SELECT set_config('role', 'mnemo_indexer', true)")
+            }
+            Job::Schema => None,
+        }
+    }
+
+    /// Arbitrary constants, spelling the job's name in ASCII.
+    pub fn lock_key(self) -> Option<i64> {
+        match self {
+            Job::TaskLifecycle => Some(0x6d6e_656d_6f73_7770), // "mnemoswp"
+            Job::WaitTimeouts => Some(0x6d6e_656d_6f77_6169),  // "mnemowai"
+            Job::IdempotencyExpiry => Some(0x6d6e_656d_6f69_646b), // "mnemoidk"
+            Job::HistoryRetention => Some(0x6d6e_656d_6f72_6574), // "mnemoret"
+            Job::Backfill => Some(0x6d6e_656d_6f62_6b66),      // "mnemobkf"
+            Job::Indexer | Job::Schema => None,
+        }
+    }
+}
+
+/// A transaction acting as one principal (or, for the tenant eraser, one tenant): row-level
+/// security limits it to that tenant and user.
+///
+/// Statements run on it as on a connection (`query.fetch_one(&mut *tx)`), but it does not hand
+/// out the connection: store functions take `&mut Scoped`, and only [`Db`] makes one. Dropping
+/// it without [`Scoped::commit`] rolls back.
+pub struct Scoped {
+    tx: Transaction<'static, Postgres>,
+}
+
+impl Scoped {
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         self.tx.commit().await
     }
@@ -148,18 +292,108 @@ impl Scoped {
     }
 }
 
-impl Deref for Scoped {
-    type Target = PgConnection;
-    fn deref(&self) -> &PgConnection {
-        &self.tx
+impl std::fmt::Debug for Scoped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Scoped")
     }
 }
 
-impl DerefMut for Scoped {
-    fn deref_mut(&mut self) -> &mut PgConnection {
-        &mut self.tx
+/// A background job's transaction (see [`Job`]): statements on it see what the job's role and
+/// policies allow across tenants; [`System::act_as`] confines what follows to one user.
+#[derive(Debug)]
+pub struct System {
+    scoped: Scoped,
+}
+
+impl System {
+    /// Sets the tenant and user for the statements that follow and hands out the transaction as
+    /// that user's [`Scoped`], so the store functions of requests can run on it.
+    pub async fn act_as(&mut self, tenant: &str, user: &str) -> Result<&mut Scoped, sqlx::Error> {
+        check_id(tenant)?;
+        check_id(user)?;
+        self.set_scope(tenant, user).await?;
+        Ok(&mut self.scoped)
+    }
+
+    /// Clears the tenant and user again, back to what the job's own policies allow.
+    pub async fn act_as_nobody(&mut self) -> Result<(), sqlx::Error> {
+        self.set_scope("", "").await
+    }
+
+    async fn set_scope(&mut self, tenant: &str, user: &str) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "SELECT set_config('mnemo.tenant', $1, true), set_config('mnemo.user', $2, true)",
+        )
+        .bind(tenant)
+        .bind(user)
+        .execute(&mut *self.scoped.tx)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        self.scoped.commit().await
+    }
+
+    pub async fn rollback(self) -> Result<(), sqlx::Error> {
+        self.scoped.rollback().await
     }
 }
+
+/// Statements run on a [`Scoped`] (or a [`System`]) as on the connection inside it.
+macro_rules! delegate_executor {
+    ($ty:ty, $($conn:tt)+) => {
+        impl<'c> Executor<'c> for &'c mut $ty {
+            type Database = Postgres;
+
+            fn fetch_many<'e, 'q: 'e, E>(
+                self,
+                query: E,
+            ) -> BoxStream<'e, Result<Either<PgQueryResult, PgRow>, sqlx::Error>>
+            where
+                'c: 'e,
+                E: 'q + Execute<'q, Postgres>,
+            {
+                (&mut *self.$($conn)+).fetch_many(query)
+            }
+
+            fn fetch_optional<'e, 'q: 'e, E>(
+                self,
+                query: E,
+            ) -> BoxFuture<'e, Result<Option<PgRow>, sqlx::Error>>
+            where
+                'c: 'e,
+                E: 'q + Execute<'q, Postgres>,
+            {
+                (&mut *self.$($conn)+).fetch_optional(query)
+            }
+
+            fn prepare_with<'e, 'q: 'e>(
+                self,
+                sql: &'q str,
+                parameters: &'e [PgTypeInfo],
+            ) -> BoxFuture<'e, Result<PgStatement<'q>, sqlx::Error>>
+            where
+                'c: 'e,
+            {
+                (&mut *self.$($conn)+).prepare_with(sql, parameters)
+            }
+
+            fn describe<'e, 'q: 'e>(
+                self,
+                sql: &'q str,
+            ) -> BoxFuture<'e, Result<Describe<Postgres>, sqlx::Error>>
+            where
+                'c: 'e,
+            {
+                (&mut *self.$($conn)+).describe(sql)
+            }
+        }
+    };
+}
+
+delegate_executor!(Scoped, tx);
+delegate_executor!(System, scoped.tx);
 
 /// Switches to `mnemo_app` and sets the row-level-security settings, transaction-locally.
 const SET_SCOPE: &str = "SELECT set_config('role', 'mnemo_app', true), \

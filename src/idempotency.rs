@@ -5,9 +5,9 @@
 //!
 //! # How a handler uses it
 //! It takes an [`Idempotency`] argument, opens its transaction with [`Idempotency::begin`] instead
-//! of [`Scoped::begin`], returns at once when that says [`Begun::Replayed`], and ends with
+//! of [`Db::scoped`], returns at once when that says [`Begun::Replayed`], and ends with
 //! [`Idempotency::commit`], which stores the response in the same transaction as the effect and
-//! commits both. Without the header both calls behave exactly like `Scoped::begin` and `commit`.
+//! commits both. Without the header both calls behave exactly like `Db::scoped` and `commit`.
 //! Its OpenAPI operation lists `Idempotency` in `params(...)`; [`document`] then adds the replay
 //! header and the 409/422 cases to that operation.
 //!
@@ -42,13 +42,12 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use sqlx::PgPool;
 use utoipa::openapi::path::{Operation, Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, ResponseBuilder};
 
 use crate::auth::Principal;
-use crate::db::Scoped;
+use crate::db::{Db, Job, Scoped};
 use crate::error::{ApiError, ApiResult, PROBLEM_JSON};
 use crate::state::AppState;
 
@@ -245,14 +244,14 @@ impl Idempotency {
     /// Opens the request's scoped transaction; with a key, first settles whether the request
     /// runs (see the module docs): [`Begun::Replayed`] with the stored response, 409 while the
     /// key is in flight, 422 when the key was used for another request.
-    pub async fn begin(&self, pool: &PgPool, principal: &Principal) -> ApiResult<Begun> {
-        let mut tx = Scoped::begin(pool, principal).await?;
+    pub async fn begin(&self, db: &Db, principal: &Principal) -> ApiResult<Begun> {
+        let mut tx = db.scoped(principal).await?;
         let Some(claim) = &self.0 else {
             return Ok(Begun::Fresh(tx));
         };
         let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
             .bind(lock_key(principal, &claim.key))
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         if !locked {
             tx.rollback().await?;
@@ -263,14 +262,14 @@ impl Idempotency {
              FROM idempotency_keys WHERE key = $1",
         )
         .bind(&claim.key)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut tx)
         .await?;
         match record {
             None => Ok(Begun::Fresh(tx)),
             Some(record) if !record.live => {
                 sqlx::query("DELETE FROM idempotency_keys WHERE key = $1")
                     .bind(&claim.key)
-                    .execute(&mut *tx)
+                    .execute(&mut tx)
                     .await?;
                 Ok(Begun::Fresh(tx))
             }
@@ -329,7 +328,7 @@ impl Idempotency {
         .bind(serde_json::json!(headers))
         .bind(body.as_ref())
         .bind(claim.ttl_hours)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await
         .map_err(|err| {
             ApiError::from_db_constraint(err, |name| {
@@ -372,40 +371,26 @@ fn replay(record: Record) -> ApiResult<Response> {
 // ---------------------------------------------------------------------------------------------
 // Expiry sweep
 
-/// Key of the sweep's advisory lock ("mnemoidk"), so one replica sweeps at a time.
-const SWEEP_LOCK_KEY: i64 = 0x6d6e_656d_6f69_646b;
 /// Records one sweep transaction deletes at most.
 pub const SWEEP_BATCH: i64 = 1000;
 /// Time between sweeps.
 const SWEEP_EVERY: Duration = Duration::from_secs(600);
 
 /// Deletes expired records of every tenant, `batch` at a time, until none is left (or another
-/// replica holds the lock). Runs as `mnemo_app` with `mnemo.sweeper = 'on'`, which the policies of
-/// migration 0008 honour for expired records only. Returns how many were deleted.
-pub async fn sweep_once(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
+/// replica holds the lock), as [`Job::IdempotencyExpiry`]. Returns how many were deleted.
+pub async fn sweep_once(db: &Db, batch: i64) -> Result<u64, sqlx::Error> {
     let mut total = 0u64;
     loop {
-        let mut tx = pool.begin().await?;
-        sqlx::query(
-            "SELECT set_config('role', 'mnemo_app', true), set_config('mnemo.sweeper', 'on', true)",
-        )
-        .execute(&mut *tx)
-        .await?;
-        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-            .bind(SWEEP_LOCK_KEY)
-            .fetch_one(&mut *tx)
-            .await?;
-        if !locked {
-            tx.rollback().await?;
+        let Some(mut tx) = db.system(Job::IdempotencyExpiry).await? else {
             return Ok(total);
-        }
+        };
         let deleted = sqlx::query(
             "DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
                  SELECT ctid FROM idempotency_keys WHERE expires_at <= now()
                  ORDER BY expires_at LIMIT $1))",
         )
         .bind(batch)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?
         .rows_affected();
         tx.commit().await?;
@@ -417,11 +402,11 @@ pub async fn sweep_once(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
 }
 
 /// Starts the periodic expiry sweep.
-pub fn spawn(pool: PgPool) -> tokio::task::JoinHandle<()> {
+pub fn spawn(db: Db) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(SWEEP_EVERY).await;
-            match sweep_once(&pool, SWEEP_BATCH).await {
+            match sweep_once(&db, SWEEP_BATCH).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(deleted = n, "expired idempotency keys swept"),
                 Err(err) => tracing::warn!(error = %err, "idempotency key sweep failed"),

@@ -44,14 +44,14 @@ pub use state::AppState;
 /// work). The returned token stops the indexer. `mnemo serve` calls this; tests
 /// drive the sweeps directly with their own clock.
 pub fn start_background_jobs(state: &AppState) -> tokio_util::sync::CancellationToken {
-    conversations::sweeper::spawn(state.pool.clone(), &state.config.conversations);
+    conversations::sweeper::spawn(state.db.clone(), &state.config.conversations);
     tasks::workspace::sweep_job::spawn(state);
     tasks::workspace::timeouts::spawn(state);
-    idempotency::spawn(state.pool.clone());
+    idempotency::spawn(state.db.clone());
     let cancel = tokio_util::sync::CancellationToken::new();
     if let Some(embedder) = state.embedder.clone() {
         tokio::spawn(search::indexer::run(
-            state.pool.clone(),
+            state.db.clone(),
             embedder,
             state.indexer.clone(),
             cancel.clone(),
@@ -63,8 +63,8 @@ pub fn start_background_jobs(state: &AppState) -> tokio_util::sync::Cancellation
 /// Readies semantic search when an embedder is configured: the vector tables (and pgvector),
 /// this model's index, and a backfill queueing every memory and message without a vector of this
 /// model (after an embedder is first set, or its model changed). Errors name what is missing.
-/// `admin` is a pool without the requests' statement timeout (index builds may take long).
-pub async fn prepare_embeddings(state: &AppState, admin: &sqlx::PgPool) -> Result<(), String> {
+/// `admin` is a database handle without the requests' statement timeout (index builds may take long).
+pub async fn prepare_embeddings(state: &AppState, admin: &db::Db) -> Result<(), String> {
     let Some(embedder) = &state.embedder else {
         return Ok(());
     };

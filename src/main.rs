@@ -113,10 +113,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .database_url
                 .as_deref()
                 .ok_or("DATABASE_URL is not set")?;
-            let pool = db::connect(url, 2, None)
+            let db = db::connect(url, 2, None)
                 .await
                 .map_err(|e| format!("cannot connect to {}: {e}", redact_url(url)))?;
-            db::migrate(&pool)
+            db.migrate()
                 .await
                 .map_err(|e| format!("migration failed: {e}"))?;
             tracing::info!("migrations applied");
@@ -130,11 +130,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             let admin = db::connect(&url, 2, None)
                 .await
                 .map_err(|e| format!("cannot connect to {}: {e}", redact_url(&url)))?;
-            db::migrate(&admin)
+            admin
+                .migrate()
                 .await
                 .map_err(|e| format!("migration failed: {e}"))?;
             let timeout = Duration::from_secs(config.db_statement_timeout_secs);
-            let pool = db::connect(&url, config.db_max_connections, Some(timeout))
+            let db = db::connect(&url, config.db_max_connections, Some(timeout))
                 .await
                 .map_err(|e| format!("cannot connect to {}: {e}", redact_url(&url)))?;
             let listen = config.listen;
@@ -156,7 +157,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 "starting"
             );
             tracing::debug!(config = ?config, "settings");
-            let state = AppState::new(config, pool).await?;
+            let state = AppState::new(config, db).await?;
             mnemo::prepare_embeddings(&state, &admin).await?;
             admin.close().await;
             let indexer = mnemo::start_background_jobs(&state);
@@ -176,13 +177,13 @@ async fn run(cli: Cli) -> Result<(), String> {
             config.validate_for_serving()?;
             init_tracing();
             let url = config.database_url.clone().unwrap_or_default();
-            let pool = db::connect(&url, 4, None)
+            let db = db::connect(&url, 4, None)
                 .await
                 .map_err(|e| format!("cannot connect to {}: {e}", redact_url(&url)))?;
-            db::migrate(&pool)
+            db.migrate()
                 .await
                 .map_err(|e| format!("migration failed: {e}"))?;
-            let state = AppState::new(config, pool).await?;
+            let state = AppState::new(config, db).await?;
             reindex(&state).await
         }
     }
@@ -196,8 +197,8 @@ async fn reindex(state: &AppState) -> Result<(), String> {
         .embedder
         .clone()
         .ok_or("mnemo reindex needs an embedder: set MNEMO_EMBEDDER")?;
-    indexer::prepare_schema(&state.pool, &embedder).await?;
-    let queued = indexer::requeue_all(&state.pool)
+    indexer::prepare_schema(&state.db, &embedder).await?;
+    let queued = indexer::requeue_all(&state.db)
         .await
         .map_err(|e| format!("requeueing failed: {e}"))?;
     eprintln!(
@@ -209,17 +210,17 @@ async fn reindex(state: &AppState) -> Result<(), String> {
     let mut texts = 0usize;
     let mut failures = 0u32;
     loop {
-        match indexer::run_once(&state.pool, &embedder, &stats).await {
+        match indexer::run_once(&state.db, &embedder, &stats).await {
             Pass::Done { chunks, .. } => {
                 texts += chunks;
-                let left = indexer::backlog(&state.pool).await.unwrap_or(0);
+                let left = indexer::backlog(&state.db).await.unwrap_or(0);
                 eprintln!(
                     "mnemo reindex: {texts} texts embedded, {left} rows left ({:.0} texts/s)",
                     texts as f64 / started.elapsed().as_secs_f64().max(0.001)
                 );
             }
             Pass::Idle => {
-                let left = indexer::backlog(&state.pool).await.unwrap_or(0);
+                let left = indexer::backlog(&state.db).await.unwrap_or(0);
                 if left == 0 {
                     eprintln!(
                         "mnemo reindex: done, {texts} texts in {:.1} s",

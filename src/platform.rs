@@ -9,7 +9,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::{Principal, Scope};
-use crate::db::{self, Scoped};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -42,10 +41,10 @@ pub struct Me {
     security(("bearer" = []))
 )]
 pub async fn me(State(state): State<AppState>, principal: Principal) -> ApiResult<axum::Json<Me>> {
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let (tenant_id, user_id): (String, String) =
         sqlx::query_as("SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user')")
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
     tx.commit().await?;
     Ok(axum::Json(Me {
@@ -69,8 +68,8 @@ pub async fn healthz() -> &'static str {
         (status = 503, description = "Database unreachable or migrations pending", body = crate::error::Problem, content_type = "application/problem+json"),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<&'static str> {
-    match db::migrations_applied(&state.pool).await {
-        Ok(true) => match db::can_switch_role(&state.pool).await {
+    match state.db.migrations_applied().await {
+        Ok(true) => match state.db.can_switch_role().await {
             Ok(()) => Ok("ready"),
             Err(err) => {
                 tracing::warn!(error = %err, "readiness check: cannot switch to mnemo_app");
@@ -94,16 +93,12 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<&'static str> {
 #[utoipa::path(get, path = "/metrics", tag = "platform",
     responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> Response {
-    let pool = &state.pool;
-    let mut body = state.metrics.render(
-        pool.size(),
-        pool.num_idle(),
-        pool.options().get_max_connections(),
-    );
+    let usage = state.db.usage();
+    let mut body = state.metrics.render(usage.size, usage.idle, usage.max);
     if state.embedder.is_some() {
         // Counted now rather than when the indexer last looked, so a client that has just
         // written never reads a stale 0.
-        if let Ok(n) = crate::search::indexer::backlog(pool).await {
+        if let Ok(n) = crate::search::indexer::backlog(&state.db).await {
             state
                 .indexer
                 .backlog

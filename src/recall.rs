@@ -9,7 +9,6 @@
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::PgConnection;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -200,7 +199,7 @@ pub async fn recall(
     principal.require(Scope::Read)?;
     TextQuery::parse("query", &request.query)?;
     let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let results = recall_in(
         &mut tx,
         &request,
@@ -223,7 +222,7 @@ pub struct Exclude {
 
 /// Runs a recall in the caller's transaction.
 pub async fn recall_in(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     request: &RecallRequest,
     retention_days: Option<u32>,
     mode: SearchMode,
@@ -383,7 +382,7 @@ struct RankedPiece {
 /// The caller's note sections (each heading with the text up to the next heading), ranked by
 /// the shared keyword ranking.
 async fn note_sections(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     text: &TextQuery,
     agent: Option<&str>,
     limit: u32,

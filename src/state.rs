@@ -5,8 +5,6 @@ use std::sync::Arc;
 use crate::embed::Embedder;
 use crate::search::indexer::IndexerStats;
 
-use sqlx::PgPool;
-
 use crate::auth::Verifier;
 use crate::config::Config;
 use crate::conversations::window::WindowCache;
@@ -15,7 +13,8 @@ use crate::metrics::Metrics;
 
 #[derive(Clone)]
 pub struct AppState {
-    pub pool: PgPool,
+    /// The database; requests reach it through [`Db::scoped`](crate::db::Db::scoped) only.
+    pub db: crate::db::Db,
     pub config: Arc<Config>,
     pub verifier: Arc<Verifier>,
     pub metrics: Arc<Metrics>,
@@ -38,7 +37,7 @@ pub struct AppState {
 
 impl AppState {
     /// Builds the state from a validated config and a connected pool.
-    pub async fn new(config: Config, pool: PgPool) -> Result<Self, String> {
+    pub async fn new(config: Config, db: crate::db::Db) -> Result<Self, String> {
         let verifier = Verifier::from_config(&config).await?;
         let embedder = Embedder::from_config(&config.embed).map_err(|e| e.to_string())?;
         let fair_use = Arc::new(crate::fair_use::FairUse::new(
@@ -49,7 +48,7 @@ impl AppState {
             config.rights.account_exports_at_once,
         ));
         Ok(AppState {
-            pool,
+            db,
             window_cache: Arc::new(WindowCache::new(config.conversations.window_cache_sessions)),
             llm: LlmClient::from_config(&config.llm).map(Arc::new),
             config: Arc::new(config),

@@ -931,7 +931,7 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
     use mnemo::conversations::model::Order;
     use mnemo::conversations::store;
     let url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is not set".to_owned())?;
-    let pool = mnemo::db::connect(&url, 2, None)
+    let db = mnemo::db::connect(&url, 2, None)
         .await
         .map_err(|e| e.to_string())?;
     let principal = mnemo::auth::Principal {
@@ -946,12 +946,10 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
         .map_err(|e| e.to_string())?
         .with_timezone(&chrono::Utc);
     let version: Option<i64> = {
-        let mut tx = mnemo::db::Scoped::begin(&pool, &principal)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut tx = db.scoped(&principal).await.map_err(|e| e.to_string())?;
         let v = sqlx::query_scalar("SELECT version FROM agent_sessions WHERE session_id = $1")
             .bind(session)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await
             .map_err(|e| e.to_string())?;
         tx.end_read_only();
@@ -970,9 +968,7 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
         "messages-deep-page",
         "sessions-list",
     ] {
-        let mut tx = mnemo::db::Scoped::begin(&pool, &principal)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut tx = db.scoped(&principal).await.map_err(|e| e.to_string())?;
         let no_days: Option<i32> = None;
         let messages_sql = |order| format!("{HOW}{}", store::messages_sql(order));
         let sessions_sql = format!("{HOW}{}", store::sessions_sql());
@@ -997,7 +993,7 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
                     .bind(vec![None::<chrono::DateTime<chrono::Utc>>])
                     .bind(Vec::<&str>::new())
                     .bind(Vec::<Option<chrono::DateTime<chrono::Utc>>>::new())
-                    .fetch_all(&mut *tx)
+                    .fetch_all(&mut tx)
                     .await
             }
             "window" | "window-unchanged" => {
@@ -1006,7 +1002,7 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
                     .bind(10i64)
                     .bind(no_days)
                     .bind(if name == "window" { None } else { version })
-                    .fetch_all(&mut *tx)
+                    .fetch_all(&mut tx)
                     .await
             }
             "messages-newest-page" => {
@@ -1016,7 +1012,7 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
                     .bind(None::<chrono::DateTime<chrono::Utc>>)
                     .bind(None::<i64>)
                     .bind(11i64)
-                    .fetch_all(&mut *tx)
+                    .fetch_all(&mut tx)
                     .await
             }
             // A cursor in the middle of the session's history.
@@ -1027,7 +1023,7 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
                     .bind(Some(deep))
                     .bind(Some(0i64))
                     .bind(101i64)
-                    .fetch_all(&mut *tx)
+                    .fetch_all(&mut tx)
                     .await
             }
             _ => {
@@ -1037,7 +1033,7 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
                     .bind(None::<chrono::DateTime<chrono::Utc>>)
                     .bind(None::<&str>)
                     .bind(51i64)
-                    .fetch_all(&mut *tx)
+                    .fetch_all(&mut tx)
                     .await
             }
         };

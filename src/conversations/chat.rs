@@ -215,7 +215,7 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
         Some(q) => crate::search::prepare(state, None, q).await?,
         None => (crate::search::SearchMode::Keyword, None),
     };
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = state.db.scoped(principal).await?;
     let (version, window) = read_window(state, principal, &mut tx, &session_id).await?;
     let earlier = if version.is_some() {
         store::summary_state(&mut tx, &session_id).await?
@@ -478,7 +478,7 @@ pub async fn respond(
         messages: stored,
         ..Batch::default()
     };
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = state.db.scoped(principal).await?;
     let cached = state
         .window_cache
         .get(&principal.tenant_id, &principal.user_id, &turn.session_id)

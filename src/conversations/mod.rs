@@ -31,7 +31,6 @@ use self::model::{
     MessagePage, MessageQuery, SessionPage, SessionQuery,
 };
 use crate::auth::{Principal, Scope};
-use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query, parse_json};
 use crate::idempotency::{Begun, Idempotency};
@@ -270,7 +269,7 @@ async fn archive(
         .window_cache
         .get(&principal.tenant_id, &principal.user_id, &session_id)
         .map(|(v, m)| (Some(v), m));
-    let mut tx = match idem.begin(&state.pool, principal).await? {
+    let mut tx = match idem.begin(&state.db, principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -443,7 +442,7 @@ pub async fn list_sessions(
     principal.require(Scope::Read)?;
     let limit = page_limit(query.limit, 50, 200)?;
     let after = decode_cursor(query.cursor.as_deref())?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let mut items = store::sessions(
         &mut tx,
         state.config.conversations.retention(),
@@ -492,7 +491,7 @@ pub async fn session_messages(
         None => None,
     };
     let order = query.order.unwrap_or_default();
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let retention = state.config.conversations.retention();
     if !store::session_exists(&mut tx, retention, &session_id).await? {
         return Err(ApiError::not_found(format!("no session `{session_id}`")));
@@ -529,7 +528,7 @@ pub async fn get_session(
     Path(session_id): Path<String>,
 ) -> ApiResult<axum::Json<model::Session>> {
     principal.require(Scope::Read)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let session =
         store::session(&mut tx, state.config.conversations.retention(), &session_id).await?;
     tx.end_read_only();
@@ -555,7 +554,7 @@ pub async fn delete_session(
     Path(session_id): Path<String>,
 ) -> ApiResult<StatusCode> {
     principal.require(Scope::Write)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let deleted = store::delete_session(&mut tx, &session_id).await?;
     tx.commit().await?;
     state
@@ -595,7 +594,7 @@ pub async fn search_chat(
     principal.require(Scope::Read)?;
     search::filters(&request, None)?;
     let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let results = search::search_messages(
         &mut tx,
         &request,

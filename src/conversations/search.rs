@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::PgConnection;
 use utoipa::ToSchema;
 
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{
@@ -150,7 +150,7 @@ fn bind_filters<'q>(query: ScoredQuery<'q>, f: &'q Filters) -> ScoredQuery<'q> {
 /// common terms is one when it is among the newest; the reads are bounded by the sample and the
 /// rare terms' matches, whatever the length of the history.
 async fn keyword_candidates(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
 ) -> ApiResult<Vec<Scored>> {
@@ -240,7 +240,7 @@ async fn keyword_candidates(
 /// Every match ranked, with document frequencies counted over the matches themselves: the
 /// search of a history no longer than the sample.
 async fn exact_keyword_candidates(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
 ) -> ApiResult<Vec<Scored>> {
@@ -268,7 +268,7 @@ async fn exact_keyword_candidates(
 
 /// The messages nearest the query; with `only`, the similarity of just those messages.
 async fn vector_candidates(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     vector: &QueryVector,
     filters: &Filters,
     only: Option<&[i64]>,
@@ -354,10 +354,7 @@ pub fn filters(
 
 /// The message just before and just after each of `seqs` in its session (user and assistant
 /// messages, by time), for [`lift_by_neighbours`].
-async fn neighbours(
-    conn: &mut PgConnection,
-    seqs: &[i64],
-) -> ApiResult<HashMap<i64, [Option<i64>; 2]>> {
+async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, [Option<i64>; 2]>> {
     if seqs.is_empty() {
         return Ok(HashMap::new());
     }
@@ -389,7 +386,7 @@ async fn neighbours(
 
 /// Ranked search over the caller's archived messages; see [`crate::search`] for the modes.
 pub async fn search_messages(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     request: &ChatSearchRequest,
     retention_days: Option<i32>,
     mode: SearchMode,

@@ -3,11 +3,11 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::batch::{Batch, NewMessage};
 use super::model::{Order, Session, StoredMessage};
+use crate::db::Scoped;
 
 /// The archive of one batch, in one statement: the session is created on first sight (or its
 /// activity time and version bumped); the messages go in with one multi-row
@@ -139,7 +139,7 @@ type ArchiveRow = (
 
 /// Archives `batch` into `session_id` (see [`ARCHIVE_SQL`]).
 pub async fn archive(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     session_id: &str,
     agent: &str,
     batch: &Batch,
@@ -199,7 +199,7 @@ pub async fn archive(
 /// of its old text are deleted here (the backfill of a later embedder then queues it again).
 /// Deleted messages lose theirs by cascade.
 async fn forget_vectors(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     session_id: &str,
     message_ids: &[String],
 ) -> Result<(), sqlx::Error> {
@@ -286,7 +286,7 @@ pub enum WindowRead {
 }
 
 pub async fn window(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     session_id: &str,
     limit: i64,
     retention_days: Option<i32>,
@@ -371,7 +371,7 @@ pub fn sessions_sql() -> String {
 
 /// Sessions, most recently active first; keyset cursor `(last_activity_at, session_id)`.
 pub async fn sessions(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     retention_days: Option<i32>,
     agent: Option<&str>,
     after: Option<(DateTime<Utc>, String)>,
@@ -391,7 +391,7 @@ pub async fn sessions(
 
 /// One session of the caller, unless it has expired.
 pub async fn session(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     retention_days: Option<i32>,
     session_id: &str,
 ) -> Result<Option<Session>, sqlx::Error> {
@@ -418,7 +418,7 @@ pub struct SummaryState {
 }
 
 pub async fn summary_state(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     session_id: &str,
 ) -> Result<Option<SummaryState>, sqlx::Error> {
     let row: Option<(Option<String>, i32, i32)> = sqlx::query_as(
@@ -437,7 +437,7 @@ pub async fn summary_state(
 
 /// A session's last `limit` unexpired messages as (sender, text), oldest first.
 pub async fn last_messages(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     retention_days: Option<i32>,
     session_id: &str,
     limit: i64,
@@ -461,7 +461,7 @@ pub async fn last_messages(
 /// Stores a running summary covering the first `covers` messages, unless one covering as many
 /// or more is stored already (a slower refresh never overwrites a newer one). True when stored.
 pub async fn set_summary(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     session_id: &str,
     summary: &str,
     covers: i32,
@@ -481,7 +481,7 @@ pub async fn set_summary(
 
 /// True when the caller has this session and it has not expired.
 pub async fn session_exists(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     retention_days: Option<i32>,
     session_id: &str,
 ) -> Result<bool, sqlx::Error> {
@@ -531,7 +531,7 @@ pub fn messages_sql(order: Order) -> String {
 /// A session's unexpired messages in `order`; keyset cursor `(sent_at, seq)`. Returns the rows with
 /// their `seq` (for the next cursor).
 pub async fn messages(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     retention_days: Option<i32>,
     session_id: &str,
     order: Order,
@@ -568,10 +568,7 @@ pub async fn messages(
 }
 
 /// Deletes a session; its messages and batch records go with it (ON DELETE CASCADE).
-pub async fn delete_session(
-    conn: &mut PgConnection,
-    session_id: &str,
-) -> Result<bool, sqlx::Error> {
+pub async fn delete_session(conn: &mut Scoped, session_id: &str) -> Result<bool, sqlx::Error> {
     let result = sqlx::query("DELETE FROM agent_sessions WHERE session_id = $1")
         .bind(session_id)
         .execute(conn)

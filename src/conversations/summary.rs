@@ -9,7 +9,6 @@ use std::sync::{LazyLock, Mutex};
 
 use super::store;
 use crate::auth::Principal;
-use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::llm::{ChatMessage, LlmClient};
 use crate::state::AppState;
@@ -589,7 +588,7 @@ pub async fn refresh(state: &AppState, principal: &Principal, session_id: &str) 
         .conversations
         .history_retention_days
         .and_then(|d| i32::try_from(d).ok());
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = state.db.scoped(principal).await?;
     let Some(current) = store::summary_state(&mut tx, session_id).await? else {
         tx.end_read_only();
         return Ok(false);
@@ -623,7 +622,7 @@ pub async fn refresh(state: &AppState, principal: &Principal, session_id: &str) 
         None => digest(&lines),
     };
     let summary: String = summary.chars().take(MAX_SUMMARY_CHARS).collect();
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = state.db.scoped(principal).await?;
     let stored = store::set_summary(&mut tx, session_id, &summary, current.message_count).await?;
     tx.commit().await?;
     Ok(stored)

@@ -2,20 +2,16 @@
 //!
 //! Reads already hide expired rows (every query filters on the cutoff), so the sweeper only
 //! reclaims space and may lag. It runs in the background for every tenant, which is why it does
-//! NOT use the request path ([`crate::db::Scoped`], one tenant and user): it opens its own
-//! transactions as the `mnemo_retention` role, whose policies (migration 0004) let it read and
-//! delete these tables across tenants and nothing else. Each transaction deletes at most
-//! `batch` rows per table, and first takes a transaction-scoped advisory lock, so only one replica
-//! sweeps at a time and a sweep never holds long locks.
+//! NOT use the request path ([`crate::db::Scoped`], one tenant and user): its transactions are
+//! [`Job::HistoryRetention`]'s, as the `mnemo_retention` role, whose policies (migration 0004) let
+//! it read and delete these tables across tenants and nothing else. Each transaction deletes at
+//! most `batch` rows per table, under the job's transaction-scoped advisory lock, so only one
+//! replica sweeps at a time and a sweep never holds long locks.
 
 use std::time::Duration;
 
-use sqlx::PgPool;
-
 use super::ConversationsConfig;
-
-/// The advisory lock key of the sweeper (ASCII "mnemoret").
-pub const SWEEP_LOCK_KEY: i64 = 0x6d6e_656d_6f72_6574;
+use crate::db::{Db, Job};
 
 /// What one sweep did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,28 +39,20 @@ DELETE FROM agent_sessions WHERE ctid = ANY (ARRAY(
 
 /// Sweeps until nothing expired is left, in transactions of at most `batch` rows per table.
 pub async fn sweep_once(
-    pool: &PgPool,
+    db: &Db,
     retention_days: i32,
     batch: i64,
 ) -> Result<SweepOutcome, sqlx::Error> {
     let mut total = 0u64;
     loop {
         // The explicit cross-tenant path: the retention role, never the request role.
-        let mut tx = pool
-            .begin_with("BEGIN; SELECT set_config('role', 'mnemo_retention', true)")
-            .await?;
-        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-            .bind(SWEEP_LOCK_KEY)
-            .fetch_one(&mut *tx)
-            .await?;
-        if !locked {
-            tx.rollback().await?;
+        let Some(mut tx) = db.system(Job::HistoryRetention).await? else {
             return Ok(if total == 0 {
                 SweepOutcome::Skipped
             } else {
                 SweepOutcome::Deleted(total)
             });
-        }
+        };
         let mut full = false;
         for sql in [DELETE_MESSAGES, DELETE_BATCHES, DELETE_SESSIONS] {
             // Sessions go only once no expired message is left, so their cascade deletes nothing
@@ -75,7 +63,7 @@ pub async fn sweep_once(
             let deleted = sqlx::query(sql)
                 .bind(retention_days)
                 .bind(batch)
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?
                 .rows_affected();
             total += deleted;
@@ -89,7 +77,7 @@ pub async fn sweep_once(
 }
 
 /// Starts the background sweeper when retention is configured; `None` otherwise.
-pub fn spawn(pool: PgPool, config: &ConversationsConfig) -> Option<tokio::task::JoinHandle<()>> {
+pub fn spawn(db: Db, config: &ConversationsConfig) -> Option<tokio::task::JoinHandle<()>> {
     let days = i32::try_from(config.history_retention_days?).ok()?;
     let every = Duration::from_secs(config.history_sweep_interval_secs.max(1));
     let batch = i64::try_from(config.history_sweep_batch).unwrap_or(i64::MAX);
@@ -97,7 +85,7 @@ pub fn spawn(pool: PgPool, config: &ConversationsConfig) -> Option<tokio::task::
         // First sweep soon after start, then on the interval.
         tokio::time::sleep(every.min(Duration::from_secs(60))).await;
         loop {
-            match sweep_once(&pool, days, batch).await {
+            match sweep_once(&db, days, batch).await {
                 Ok(SweepOutcome::Deleted(n)) if n > 0 => {
                     tracing::info!(deleted = n, "conversation retention sweep");
                 }

@@ -9,6 +9,7 @@
 use serde_json::{Value, json};
 
 use crate::auth::Principal;
+use crate::db::Scoped;
 use crate::error::ApiError;
 use crate::llm::{Tool, ToolCall};
 use crate::state::AppState;
@@ -64,10 +65,7 @@ pub async fn execute(
 }
 
 /// The long-term notes of (caller, `agent`) for the context; `None` when never written.
-pub async fn long_term_notes(
-    conn: &mut sqlx::PgConnection,
-    agent: &str,
-) -> Result<Option<String>, ApiError> {
+pub async fn long_term_notes(conn: &mut Scoped, agent: &str) -> Result<Option<String>, ApiError> {
     let stored = crate::notes::store::read_notes(conn, agent).await?;
     Ok((!stored.notes.trim().is_empty()).then_some(stored.notes))
 }

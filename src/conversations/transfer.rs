@@ -10,10 +10,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::batch::check_id;
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
@@ -74,7 +74,7 @@ const SCOPE: &str =
 
 /// The caller's sessions after `after`, at most `limit`.
 pub async fn sessions_page(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     after: Option<&str>,
     limit: i64,
 ) -> Result<Vec<SessionRecord>, sqlx::Error> {
@@ -93,7 +93,7 @@ pub async fn sessions_page(
 /// The caller's messages after position `after` (a `seq`), at most `limit`, with the position
 /// of each.
 pub async fn messages_page(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     after: i64,
     limit: i64,
 ) -> Result<Vec<(i64, MessageRecord)>, sqlx::Error> {
@@ -117,7 +117,7 @@ pub async fn messages_page(
 
 /// The caller's archive batches after `after`, at most `limit`.
 pub async fn batches_page(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<BatchRecord>, sqlx::Error> {
@@ -193,7 +193,7 @@ pub fn check_batch(record: &BatchRecord) -> ApiResult<()> {
 }
 
 pub async fn restore_sessions(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     records: &[SessionRecord],
 ) -> Result<(), sqlx::Error> {
     let ids: Vec<&str> = records.iter().map(|r| r.session_id.as_str()).collect();
@@ -233,7 +233,7 @@ pub async fn restore_sessions(
 /// Sets the exported `message_count` of restored sessions (after their messages are restored,
 /// which counted only the messages the archive holds); sessions without one keep that count.
 pub async fn restore_message_counts(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     counts: &[(String, i32)],
 ) -> Result<(), sqlx::Error> {
     if counts.is_empty() {
@@ -256,7 +256,7 @@ pub async fn restore_message_counts(
 /// Writes messages back in the given order; with `embed`, user and AI messages with text are
 /// queued for the embedder as an archive would queue them.
 pub async fn restore_messages(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     records: &[MessageRecord],
     embed: bool,
 ) -> Result<(), sqlx::Error> {
@@ -302,7 +302,7 @@ pub async fn restore_messages(
 }
 
 pub async fn restore_batches(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     records: &[BatchRecord],
 ) -> Result<(), sqlx::Error> {
     let ids: Vec<Uuid> = records.iter().map(|r| r.id).collect();

@@ -2,11 +2,11 @@
 //! threshold, or store it and hand back the line with its placeholder. No model is called.
 
 use serde_json::Value;
-use sqlx::PgConnection;
 
 use super::model::{CaptureInput, CaptureResult};
 use super::placeholder;
 use super::store::{Limits, NewMemory, Prepared, create, prepare, short_text, upsert};
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 /// A capture measured and decided: inline (under the threshold) or to be stored.
@@ -75,7 +75,7 @@ pub async fn prepare_capture(input: CaptureInput, limits: &Limits) -> ApiResult<
 /// written (`conn` may then be `None`); over it the output is stored and the context line holds
 /// its placeholder.
 pub async fn finish_capture(
-    conn: Option<&mut PgConnection>,
+    conn: Option<&mut Scoped>,
     capture: PreparedCapture,
 ) -> ApiResult<CaptureResult> {
     let token_count = capture.prepared.token_count();
@@ -113,7 +113,7 @@ pub async fn finish_capture(
 
 /// Agent tool for the capture flow in one call, in the caller's transaction.
 pub async fn capture_output(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     input: CaptureInput,
     limits: &Limits,
 ) -> ApiResult<CaptureResult> {

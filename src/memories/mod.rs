@@ -29,7 +29,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::{Principal, Scope};
-use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult, Problem};
 use crate::extract::{Json, Path, Query, parse_json, too_large};
 use crate::idempotency::{Begun, Idempotency};
@@ -203,7 +202,7 @@ pub async fn create_memory(
     principal.require(Scope::Write)?;
     let limits = Limits::of(&state);
     let prepared = store::prepare(new_memory(input), &limits).await?;
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -251,7 +250,7 @@ pub async fn put_memory(
     let mut new = new_memory(input);
     new.key = Some(key.clone());
     let prepared = store::prepare(new, &limits).await?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let stored = store::upsert(&mut tx, &key, &prepared).await?;
     tx.commit().await?;
     let status = if stored.status == StoreStatus::Created {
@@ -340,7 +339,7 @@ pub async fn get_memory(
     principal.require(Scope::Read)?;
     let limits = Limits::of(&state);
     let request = store::page_request(&query, &limits)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let page = store::retrieve_memory(
         &mut tx,
         &key,
@@ -379,7 +378,7 @@ pub async fn grep_memory(
     Query(query): Query<GrepQuery>,
 ) -> ApiResult<axum::Json<GrepResult>> {
     principal.require(Scope::Read)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let result = store::grep_memory(&mut tx, &key, &query).await?;
     tx.commit().await?;
     Ok(axum::Json(result))
@@ -402,7 +401,7 @@ pub async fn list_memories(
     Query(query): Query<ListQuery>,
 ) -> ApiResult<axum::Json<MemoryList>> {
     principal.require(Scope::Read)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let list = store::list_memories(&mut tx, &query).await?;
     tx.commit().await?;
     Ok(axum::Json(list))
@@ -435,7 +434,7 @@ pub async fn search_memories(
 ) -> ApiResult<axum::Json<SearchResults>> {
     principal.require(Scope::Read)?;
     let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let results = store::search_memory(&mut tx, &request, mode, vector.as_ref()).await?;
     tx.commit().await?;
     Ok(axum::Json(results))
@@ -461,7 +460,7 @@ pub async fn delete_memory(
     Query(query): Query<DeleteQuery>,
 ) -> ApiResult<StatusCode> {
     principal.require(Scope::Write)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::delete_memory(&mut tx, &key, query.hard.unwrap_or(false)).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
@@ -504,7 +503,7 @@ pub async fn capture(
         let result = store::finish_capture(None, prepared).await?;
         return Ok((StatusCode::OK, axum::Json(result)).into_response());
     }
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };

@@ -2,7 +2,6 @@
 //! connection. [`retrieve_memory`] is the agent tool `retrieve_memory`.
 
 use futures::TryStreamExt;
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::chunks::CHUNK_BYTES;
@@ -14,6 +13,7 @@ use super::model::{
 use super::paging::{self, Request, Totals, Window};
 use super::placeholder;
 use super::store::{Limits, inactive, not_found};
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 /// Default number of lines of a line page without `line_count`.
@@ -104,7 +104,7 @@ fn next_page(request: Option<Request>) -> Option<NextPage> {
 /// Agent tool `retrieve_memory`: one page of memory `key`, reading only the chunks the page
 /// overlaps (one statement). A range past the end is an empty slice with the totals.
 pub async fn retrieve_memory(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     key: &str,
     request: Request,
     include_inactive: bool,
@@ -242,11 +242,7 @@ struct Head {
 
 /// `GET /api/memories/{key}/grep`: streams the chunks in order through the matcher, so memory use
 /// stays at one chunk plus the answer whatever the content size.
-pub async fn grep_memory(
-    conn: &mut PgConnection,
-    key: &str,
-    query: &GrepQuery,
-) -> ApiResult<GrepResult> {
+pub async fn grep_memory(conn: &mut Scoped, key: &str, query: &GrepQuery) -> ApiResult<GrepResult> {
     let pattern = query
         .pattern
         .as_deref()

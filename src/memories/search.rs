@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::model::{NextPage, SearchFilters, SearchHit, SearchRequest, SearchResults};
 use super::placeholder;
 use super::store::check_metadata;
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{
@@ -134,7 +134,7 @@ fn bind_filters<'q>(
 /// the newest chunks and memory summaries; the common terms' frequencies are estimated from the
 /// sample.
 async fn keyword_candidates(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
     only: Option<&[Uuid]>,
@@ -240,7 +240,7 @@ async fn keyword_candidates(
 /// Every match ranked, with document frequencies counted over the matches: the search of a
 /// caller with no more chunks than the sample.
 async fn exact_keyword_candidates(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
     only: Option<&[Uuid]>,
@@ -279,7 +279,7 @@ async fn exact_keyword_candidates(
 /// Vector candidates: the memories whose chunks are nearest the query, each once at its
 /// closest chunk, closest first. With `only` set, the similarity of just those memories.
 async fn vector_candidates(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     vector: &QueryVector,
     filters: &Filters,
     only: Option<&[Uuid]>,
@@ -326,7 +326,7 @@ async fn vector_candidates(
 /// The memory written just before and just after each of `ids` in the same agent and thread
 /// (by creation time), for [`lift_by_neighbours`]. Two index probes per memory.
 async fn neighbours(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     ids: &[Uuid],
 ) -> ApiResult<HashMap<Uuid, [Option<Uuid>; 2]>> {
     if ids.is_empty() {
@@ -361,7 +361,7 @@ async fn neighbours(
 }
 
 pub async fn search_memory(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     request: &SearchRequest,
     mode: SearchMode,
     vector: Option<&QueryVector>,

@@ -16,7 +16,6 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::chunks::{self, CHUNK_BYTES, Chunk};
@@ -24,6 +23,7 @@ use super::model::{ListQuery, MemoryInfo, MemoryList, PreviousVersion, StoreStat
 use super::placeholder::{self, SUMMARY_MAX_CHARS};
 use super::tokens;
 use crate::config::Config;
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 pub use super::capture::{PreparedCapture, capture_output, finish_capture, prepare_capture};
@@ -321,7 +321,7 @@ impl<'a> ChunkColumns<'a> {
 }
 
 /// Inserts the memory row and all its chunks in one statement. `None` when the key exists.
-async fn insert(conn: &mut PgConnection, p: &Prepared, key: &str) -> ApiResult<Option<Written>> {
+async fn insert(conn: &mut Scoped, p: &Prepared, key: &str) -> ApiResult<Option<Written>> {
     let columns = ChunkColumns::of(p);
     let written = sqlx::query_as::<_, Written>(
         "WITH m AS (
@@ -395,7 +395,7 @@ fn stored(
 }
 
 /// Stores a new memory (`POST`): under its key (409 when the key exists) or a generated one.
-pub async fn create(conn: &mut PgConnection, p: &Prepared) -> ApiResult<StoredMemory> {
+pub async fn create(conn: &mut Scoped, p: &Prepared) -> ApiResult<StoredMemory> {
     if let Some(key) = &p.key {
         return match insert(conn, p, key).await? {
             Some(written) => Ok(stored(p, key.clone(), written, StoreStatus::Created, None)),
@@ -434,7 +434,7 @@ struct Existing {
 /// Stores under `key` idempotently (`PUT`): new key → created; same content and description →
 /// unchanged (nothing written); same content, other fields → updated; other content → the new
 /// version replaces the old one. A soft-deleted memory becomes active again unless unchanged.
-pub async fn upsert(conn: &mut PgConnection, key: &str, p: &Prepared) -> ApiResult<StoredMemory> {
+pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<StoredMemory> {
     check_key("key", key)?;
     // Two rounds: a concurrent PUT may insert the key between our look-up and our insert.
     for _ in 0..2 {
@@ -529,7 +529,7 @@ pub async fn upsert(conn: &mut PgConnection, key: &str, p: &Prepared) -> ApiResu
 }
 
 /// Swaps the content of memory `id` for `p`'s: old chunks out, row updated, new chunks in.
-async fn replace(conn: &mut PgConnection, id: Uuid, p: &Prepared) -> ApiResult<Written> {
+async fn replace(conn: &mut Scoped, id: Uuid, p: &Prepared) -> ApiResult<Written> {
     sqlx::query(
         "DELETE FROM agent_memory_chunks
          WHERE tenant_id = current_setting('mnemo.tenant')
@@ -587,7 +587,7 @@ async fn replace(conn: &mut PgConnection, id: Uuid, p: &Prepared) -> ApiResult<W
 /// Agent tool `store_memory`: prepares and stores `new` in the caller's transaction. With a key it
 /// behaves like `PUT` (idempotent), without one like `POST` (generated key).
 pub async fn store_memory(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     new: NewMemory,
     limits: &Limits,
 ) -> ApiResult<StoredMemory> {
@@ -664,7 +664,7 @@ fn metadata_filter(field: &str, raw: Option<&str>) -> ApiResult<Option<Value>> {
 }
 
 /// `GET /api/memories`: newest first, without content, filtered, cursor-paginated.
-pub async fn list_memories(conn: &mut PgConnection, query: &ListQuery) -> ApiResult<MemoryList> {
+pub async fn list_memories(conn: &mut Scoped, query: &ListQuery) -> ApiResult<MemoryList> {
     let limit = query.limit.unwrap_or(50);
     if limit == 0 || limit > 200 {
         return Err(ApiError::invalid("limit", "`limit` must be 1 to 200"));
@@ -719,7 +719,7 @@ pub async fn list_memories(conn: &mut PgConnection, query: &ListQuery) -> ApiRes
 
 /// `DELETE /api/memories/{key}`: soft (inactive, hidden from list and search) or hard (the row and
 /// its chunks removed). 404 when there is no such key.
-pub async fn delete_memory(conn: &mut PgConnection, key: &str, hard: bool) -> ApiResult<()> {
+pub async fn delete_memory(conn: &mut Scoped, key: &str, hard: bool) -> ApiResult<()> {
     let sql = if hard {
         "DELETE FROM agent_memories
          WHERE tenant_id = current_setting('mnemo.tenant')

@@ -8,12 +8,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::chunks::{self, CHUNK_BYTES};
 use super::store::{check_key, check_metadata, hex, short_text};
 use super::tokens;
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 /// One memory of an export, without its content.
@@ -41,7 +41,7 @@ const COLUMNS: &str = "id, memory_key AS key, agent_id, thread_id, memory_type, 
 
 /// The caller's memories after `after` in id order, at most `limit`.
 pub async fn page(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<MemoryRecord>, sqlx::Error> {
@@ -58,7 +58,7 @@ pub async fn page(
 }
 
 /// The whole content of memory `id` (its chunks in order).
-pub async fn content(conn: &mut PgConnection, id: Uuid) -> Result<String, sqlx::Error> {
+pub async fn content(conn: &mut Scoped, id: Uuid) -> Result<String, sqlx::Error> {
     let pieces: Vec<String> = sqlx::query_scalar(
         "SELECT content FROM agent_memory_chunks
          WHERE tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')
@@ -132,7 +132,7 @@ pub fn check(record: &MemoryRecord, content: &str, max_bytes: usize) -> ApiResul
 /// Writes a checked memory back with its id, key, version and times; its chunks are cut and
 /// counted again (off the executor), and with `embed` it is queued for the embedder.
 pub async fn restore(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     record: &MemoryRecord,
     content: String,
     embed: bool,

@@ -19,7 +19,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::{Principal, Scope};
-use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
@@ -144,7 +143,7 @@ async fn run(
     } else {
         if_match(headers)?
     };
-    let mut tx = match idem.begin(&state.pool, principal).await? {
+    let mut tx = match idem.begin(&state.db, principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -180,7 +179,7 @@ pub async fn get_notes(
 ) -> ApiResult<Response> {
     principal.require(Scope::Read)?;
     operations::validate_agent_name(&agent_name)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let current = store::read_notes(&mut tx, &agent_name).await?;
     tx.commit().await?;
     let unchanged = headers
@@ -393,7 +392,7 @@ pub async fn list_revisions(
         .as_deref()
         .map(crate::pagination::decode::<i64>)
         .transpose()?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let mut items = store::list_revisions(&mut tx, &agent_name, limit, before).await?;
     tx.commit().await?;
     let next_cursor = if items.len() > usize::try_from(limit).unwrap_or(usize::MAX) {
@@ -429,7 +428,7 @@ pub async fn get_revision(
 ) -> ApiResult<axum::Json<Revision>> {
     principal.require(Scope::Read)?;
     operations::validate_agent_name(&agent_name)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let revision = store::get_revision(&mut tx, &agent_name, version).await?;
     tx.commit().await?;
     Ok(axum::Json(revision))
@@ -466,7 +465,7 @@ pub async fn restore_revision(
     principal.require(Scope::Write)?;
     operations::validate_agent_name(&agent_name)?;
     let expected = if_match(&headers)?;
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };

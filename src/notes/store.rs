@@ -16,13 +16,13 @@
 //! transaction stays usable.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgConnection;
 
 use super::NotesConfig;
 use super::model::{
     NotesOperationRequest, NotesOperationResponse, Operation, Revision, RevisionSummary,
 };
 use super::operations::{self, Change};
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 /// The notes of one agent for the transaction's user.
@@ -42,7 +42,7 @@ const SCOPE: &str = "tenant_id = current_setting('mnemo.tenant') \
 /// Reads the notes of `agent_name`: empty text and version 0 when never written. 422 for an invalid
 /// agent name.
 #[tracing::instrument(skip_all, fields(agent_name = %agent_name))]
-pub async fn read_notes(conn: &mut PgConnection, agent_name: &str) -> ApiResult<StoredNotes> {
+pub async fn read_notes(conn: &mut Scoped, agent_name: &str) -> ApiResult<StoredNotes> {
     operations::validate_agent_name(agent_name)?;
     let row: Option<(String, i64, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(&format!(
         "SELECT notes, version, created_at, updated_at FROM agent_long_term_memory WHERE {SCOPE}"
@@ -80,7 +80,7 @@ fn stored(row: Option<(String, i64, DateTime<Utc>, DateTime<Utc>)>) -> StoredNot
 /// fields are 422 naming the field; section lookups fail with 404 (`headings`) or 409 (`matches`).
 #[tracing::instrument(skip_all, fields(agent_name = %agent_name, operation = request.operation.as_str()))]
 pub async fn run_operation(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     agent_name: &str,
     request: NotesOperationRequest,
     if_match: Option<i64>,
@@ -120,7 +120,7 @@ pub async fn run_operation(
 /// `restore`). 404 when that revision is not kept; `if_match` and the size cap as for writes.
 #[tracing::instrument(skip_all, fields(agent_name = %agent_name, version))]
 pub async fn restore_revision(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     agent_name: &str,
     version: i64,
     if_match: Option<i64>,
@@ -154,7 +154,7 @@ pub async fn restore_revision(
 /// Kept revisions, newest first: at most `limit`, older than version `before` when given. Returns
 /// one more than `limit` when there is a next page (the caller trims it).
 pub async fn list_revisions(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     agent_name: &str,
     limit: i64,
     before: Option<i64>,
@@ -177,7 +177,7 @@ pub async fn list_revisions(
 
 /// One kept revision with its text; 404 when it is not kept (pruned, or never written).
 pub async fn get_revision(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     agent_name: &str,
     version: i64,
 ) -> ApiResult<Revision> {
@@ -224,7 +224,7 @@ fn check_if_match(if_match: Option<i64>, current: i64) -> ApiResult<()> {
 }
 
 /// Locks the notes row, creating an empty version-0 row first when there is none.
-async fn lock(conn: &mut PgConnection, agent_name: &str) -> ApiResult<StoredNotes> {
+async fn lock(conn: &mut Scoped, agent_name: &str) -> ApiResult<StoredNotes> {
     let select = format!(
         "SELECT notes, version, created_at, updated_at FROM agent_long_term_memory
           WHERE {SCOPE} FOR UPDATE"
@@ -261,7 +261,7 @@ async fn lock(conn: &mut PgConnection, agent_name: &str) -> ApiResult<StoredNote
 /// Writes the new text as version `previous + 1`, its revision, and prunes old revisions: one
 /// statement.
 async fn write(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     agent_name: &str,
     operation: &str,
     restored_from: Option<i64>,

@@ -3,9 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::PgConnection;
 
 use super::operations::validate_agent_name;
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 /// The notes of one agent. A version-0 row (a first write that did not happen) is carried too.
@@ -46,7 +46,7 @@ const SCOPE: &str =
 
 /// The caller's notes rows after agent `after`, at most `limit`.
 pub async fn notes_page(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     after: Option<&str>,
     limit: i64,
 ) -> Result<Vec<NotesRecord>, sqlx::Error> {
@@ -63,7 +63,7 @@ pub async fn notes_page(
 
 /// The caller's revisions after (agent, version) `after`, at most `limit`.
 pub async fn revisions_page(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     after: Option<(&str, i64)>,
     limit: i64,
 ) -> Result<Vec<RevisionRecord>, sqlx::Error> {
@@ -122,10 +122,7 @@ pub fn check_revision(record: &RevisionRecord, max_bytes: usize) -> ApiResult<()
 }
 
 /// Writes notes rows back as they were.
-pub async fn restore_notes(
-    conn: &mut PgConnection,
-    records: &[NotesRecord],
-) -> Result<(), sqlx::Error> {
+pub async fn restore_notes(conn: &mut Scoped, records: &[NotesRecord]) -> Result<(), sqlx::Error> {
     let names: Vec<&str> = records.iter().map(|r| r.agent_name.as_str()).collect();
     let notes: Vec<&str> = records.iter().map(|r| r.notes.as_str()).collect();
     let versions: Vec<i64> = records.iter().map(|r| r.version).collect();
@@ -150,7 +147,7 @@ pub async fn restore_notes(
 
 /// Writes revisions back as they were (their notes rows must be there).
 pub async fn restore_revisions(
-    conn: &mut PgConnection,
+    conn: &mut Scoped,
     records: &[RevisionRecord],
 ) -> Result<(), sqlx::Error> {
     let names: Vec<&str> = records.iter().map(|r| r.agent_name.as_str()).collect();

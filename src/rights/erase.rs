@@ -9,9 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
-use sqlx::PgConnection;
 use utoipa::ToSchema;
 
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 /// What an erasure deleted.
@@ -45,7 +45,7 @@ struct Table {
 
 /// Deletes the rows `reach` names from every scoped table, in the transaction `conn` (already
 /// switched to the role and settings of that reach).
-pub async fn erase(conn: &mut PgConnection, reach: Reach) -> ApiResult<BTreeMap<String, u64>> {
+pub async fn erase(conn: &mut Scoped, reach: Reach) -> ApiResult<BTreeMap<String, u64>> {
     let tables: Vec<Table> = sqlx::query_as(
         "SELECT c.relname::text AS name, c.oid::regclass::text AS sql_name,
                 has_table_privilege(c.oid, 'DELETE') AS deletable

@@ -64,7 +64,7 @@ pub async fn manifest(tx: &mut Scoped, tenant_id: &str, user_id: &str) -> ApiRes
                 (SELECT count(*) FROM tasks),
                 now()",
     )
-    .fetch_one(&mut **tx)
+    .fetch_one(&mut *tx)
     .await?;
     let n = |v: i64| u64::try_from(v).unwrap_or(0);
     Ok(Manifest {
@@ -328,7 +328,7 @@ impl Producer {
             )
             .bind(after)
             .bind(PAGE)
-            .fetch_all(&mut *self.tx)
+            .fetch_all(&mut self.tx)
             .await?;
             for id in &ids {
                 // The per-task export, file for file.

@@ -30,7 +30,6 @@ use crate::auth::Principal;
 use crate::conversations::transfer::{
     self as conversations, BatchRecord, MessageRecord, SessionRecord,
 };
-use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::memories::transfer::{self as memories, MemoryRecord};
 use crate::notes::transfer::{self as notes, NotesRecord, RevisionRecord};
@@ -589,7 +588,7 @@ pub async fn run(state: &AppState, principal: &Principal, body: Body) -> ApiResu
         max_plan_steps: state.config.tasks.max_plan_steps,
         max_parts: state.config.tasks.step_max_parts,
     };
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = state.db.scoped(principal).await?;
     let mut manifest: Option<Manifest> = None;
     let mut got = Counts::default();
     // Exported message counts, set once the messages are restored (which count themselves).

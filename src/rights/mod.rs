@@ -28,7 +28,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::{Principal, Scope};
-use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
 use crate::state::AppState;
@@ -128,7 +127,7 @@ pub async fn export_account(
             state.config.rights.account_exports_at_once
         ))
     })?;
-    let mut tx = Scoped::begin_snapshot(&state.pool, &principal).await?;
+    let mut tx = state.db.snapshot(&principal).await?;
     let manifest = export::manifest(&mut tx, &principal.tenant_id, &principal.user_id).await?;
     let filename = format!(
         "mnemo-export-{}.tar.gz",
@@ -230,7 +229,7 @@ pub async fn erase_account(
             "erasing everything needs `confirm` set to your user id (the `user_id` of GET /api/me)",
         ));
     }
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let deleted = erase::erase(&mut tx, Reach::User).await?;
     tx.commit().await?;
     state
@@ -269,13 +268,7 @@ pub async fn erase_tenant(
         return Err(ApiError::not_found(format!("no tenant {tenant:?}")));
     }
     principal.require(Scope::Admin)?;
-    let mut tx = state.pool.begin().await?;
-    sqlx::query(
-        "SELECT set_config('role', 'mnemo_eraser', true), set_config('mnemo.tenant', $1, true)",
-    )
-    .bind(&tenant)
-    .execute(&mut *tx)
-    .await?;
+    let mut tx = state.db.tenant_eraser(&tenant).await?;
     let deleted = erase::erase(&mut tx, Reach::Tenant).await?;
     tx.commit().await?;
     state.window_cache.remove_all(&tenant, None);

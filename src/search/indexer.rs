@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sqlx::{PgPool, Postgres, Transaction};
+use crate::db::{Db, Job, System};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -110,17 +110,21 @@ pub enum Pass {
     Failed(String),
 }
 
-/// Opens a transaction as the indexer role.
-async fn begin(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-    pool.begin_with("BEGIN; SELECT set_config('role', 'mnemo_indexer', true)")
-        .await
+/// Opens a transaction as `job` (the indexer or the backfill), which always runs.
+async fn begin(db: &Db, job: Job) -> Result<System, sqlx::Error> {
+    db.system(job)
+        .await?
+        .ok_or_else(|| sqlx::Error::Protocol(format!("{job:?} takes no lock and always runs")))
 }
 
 /// Makes sure the vector table exists (creating pgvector when allowed) and this model has its
 /// HNSW index. Errors name what is missing.
-pub async fn prepare_schema(pool: &PgPool, embedder: &Embedder) -> Result<(), String> {
+pub async fn prepare_schema(db: &Db, embedder: &Embedder) -> Result<(), String> {
+    let mut tx = begin(db, Job::Schema)
+        .await
+        .map_err(|e| format!("checking for pgvector failed: {e}"))?;
     let ready: bool = sqlx::query_scalar("SELECT mnemo_create_vector_tables()")
-        .fetch_one(pool)
+        .fetch_one(&mut tx)
         .await
         .map_err(|e| format!("checking for pgvector failed: {e}"))?;
     if !ready {
@@ -143,26 +147,24 @@ pub async fn prepare_schema(pool: &PgPool, embedder: &Embedder) -> Result<(), St
         .bind(table)
         .bind(embedder.dimensions().to_string())
         .bind(embedder.model_id())
-        .fetch_one(pool)
+        .fetch_one(&mut tx)
         .await
         .map_err(|e| format!("preparing the vector index failed: {e}"))?;
         sqlx::raw_sql(&statement)
-            .execute(pool)
+            .execute(&mut tx)
             .await
             .map_err(|e| format!("creating the vector index on {table} failed: {e}"))?;
     }
-    Ok(())
+    tx.commit()
+        .await
+        .map_err(|e| format!("creating the vector indexes failed: {e}"))
 }
 
 /// Queues every memory and message that has no vector of this model yet (after an embedder is first set or
 /// its model changed). Returns how many were queued.
-pub async fn backfill(pool: &PgPool, embedder: &Embedder) -> Result<u64, sqlx::Error> {
-    let mut tx = begin(pool).await?;
+pub async fn backfill(db: &Db, embedder: &Embedder) -> Result<u64, sqlx::Error> {
     // One replica queues at a time; the others find the rows already there.
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(BACKFILL_LOCK_KEY)
-        .execute(&mut *tx)
-        .await?;
+    let mut tx = begin(db, Job::Backfill).await?;
     let queued = sqlx::query(
         "INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
          SELECT m.tenant_id, m.user_id, 'memory', m.id FROM agent_memories m
@@ -176,7 +178,7 @@ pub async fn backfill(pool: &PgPool, embedder: &Embedder) -> Result<u64, sqlx::E
                    AND o.kind = 'memory' AND o.memory_id = m.id)",
     )
     .bind(embedder.model_id())
-    .execute(&mut *tx)
+    .execute(&mut tx)
     .await?
     .rows_affected();
     let messages = sqlx::query(
@@ -196,7 +198,7 @@ pub async fn backfill(pool: &PgPool, embedder: &Embedder) -> Result<u64, sqlx::E
                    AND o.message_id = m.message_id)",
     )
     .bind(embedder.model_id())
-    .execute(&mut *tx)
+    .execute(&mut tx)
     .await?
     .rows_affected();
     tx.commit().await?;
@@ -205,26 +207,22 @@ pub async fn backfill(pool: &PgPool, embedder: &Embedder) -> Result<u64, sqlx::E
 
 /// Drops every vector (of every model) and queues every memory and message again:
 /// `mnemo reindex`.
-pub async fn requeue_all(pool: &PgPool) -> Result<u64, sqlx::Error> {
-    let mut tx = begin(pool).await?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(BACKFILL_LOCK_KEY)
-        .execute(&mut *tx)
-        .await?;
+pub async fn requeue_all(db: &Db) -> Result<u64, sqlx::Error> {
+    let mut tx = begin(db, Job::Backfill).await?;
     sqlx::query("DELETE FROM memory_vectors")
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
     sqlx::query("DELETE FROM message_vectors")
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
     sqlx::query("DELETE FROM embedding_outbox")
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
     let queued = sqlx::query(
         "INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
          SELECT tenant_id, user_id, 'memory', id FROM agent_memories",
     )
-    .execute(&mut *tx)
+    .execute(&mut tx)
     .await?
     .rows_affected();
     let queued = queued
@@ -233,7 +231,7 @@ pub async fn requeue_all(pool: &PgPool) -> Result<u64, sqlx::Error> {
              SELECT tenant_id, user_id, 'message', session_id, message_id
              FROM conversation_messages WHERE sender IN ('user', 'ai') AND text <> ''",
         )
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?
         .rows_affected();
     tx.commit().await?;
@@ -241,21 +239,18 @@ pub async fn requeue_all(pool: &PgPool) -> Result<u64, sqlx::Error> {
 }
 
 /// Rows waiting in the outbox (due or not).
-pub async fn backlog(pool: &PgPool) -> Result<u64, sqlx::Error> {
-    let mut tx = begin(pool).await?;
+pub async fn backlog(db: &Db) -> Result<u64, sqlx::Error> {
+    let mut tx = begin(db, Job::Indexer).await?;
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM embedding_outbox")
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut tx)
         .await?;
     tx.commit().await?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// The advisory lock key of backfills (ASCII "mnemobkf").
-const BACKFILL_LOCK_KEY: i64 = 0x6d6e_656d_6f62_6b66;
-
 /// Claims due rows, embeds their chunks and stores the vectors, in one transaction.
-pub async fn run_once(pool: &PgPool, embedder: &Embedder, stats: &IndexerStats) -> Pass {
-    match pass(pool, embedder).await {
+pub async fn run_once(db: &Db, embedder: &Embedder, stats: &IndexerStats) -> Pass {
+    match pass(db, embedder).await {
         Ok(Some((rows, chunks))) => {
             stats.embedded.fetch_add(chunks as u64, Ordering::Relaxed);
             Pass::Done { rows, chunks }
@@ -269,8 +264,8 @@ pub async fn run_once(pool: &PgPool, embedder: &Embedder, stats: &IndexerStats) 
     }
 }
 
-async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize)>, String> {
-    let mut tx = begin(pool).await.map_err(|e| e.to_string())?;
+async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, String> {
+    let mut tx = begin(db, Job::Indexer).await.map_err(|e| e.to_string())?;
     let claimed = sqlx::query_as::<_, Claimed>(
         "SELECT tenant_id, user_id, id, kind, memory_id, session_id, message_id
          FROM embedding_outbox
@@ -280,7 +275,7 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
          FOR UPDATE SKIP LOCKED",
     )
     .bind(BATCH_ROWS)
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
     if claimed.is_empty() {
@@ -366,7 +361,7 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
     .bind(&s_sessions)
     .bind(&s_messages)
     .bind(CONTEXT_CHARS)
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
 
@@ -424,7 +419,7 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
             .bind(&ids)
             .bind(&err)
             .bind(MAX_BACKOFF_SECS as f64)
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await
             .map_err(|e| e.to_string())?;
             tx.commit().await.map_err(|e| e.to_string())?;
@@ -443,7 +438,7 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
     .bind(&m_users)
     .bind(&m_ids)
     .bind(model)
-    .execute(&mut *tx)
+    .execute(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
     let s_tenants: Vec<&str> = claimed
@@ -476,7 +471,7 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
     .bind(&s_sessions)
     .bind(&s_messages)
     .bind(model)
-    .execute(&mut *tx)
+    .execute(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
     let (chunks, notes): (Vec<Embedded>, Vec<Embedded>) = inputs
@@ -526,7 +521,7 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
         )
         .bind(model)
         .bind(chunks.iter().map(|(_, c, _)| *c).collect::<Vec<_>>())
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await
         .map_err(|e| e.to_string())?;
     }
@@ -572,13 +567,13 @@ async fn pass(pool: &PgPool, embedder: &Embedder) -> Result<Option<(usize, usize
         )
         .bind(model)
         .bind(notes.iter().map(|(_, c, _)| *c).collect::<Vec<_>>())
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await
         .map_err(|e| e.to_string())?;
     }
     sqlx::query("DELETE FROM embedding_outbox WHERE id = ANY($1)")
         .bind(&ids)
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await
         .map_err(|e| e.to_string())?;
     tx.commit().await.map_err(|e| e.to_string())?;
@@ -618,15 +613,10 @@ async fn embed_all(embedder: &Embedder, texts: &[String]) -> Result<Vec<Vec<f32>
 /// Runs passes until `cancel` fires: back to back while there is work, every [`IDLE_POLL`] when
 /// idle, backing off after a failure. (`/metrics` counts the backlog itself when scraped, so
 /// the loop does not count it on every pass.)
-pub async fn run(
-    pool: PgPool,
-    embedder: Embedder,
-    stats: Arc<IndexerStats>,
-    cancel: CancellationToken,
-) {
+pub async fn run(db: Db, embedder: Embedder, stats: Arc<IndexerStats>, cancel: CancellationToken) {
     let mut failures = 0u32;
     loop {
-        let wait = match run_once(&pool, &embedder, &stats).await {
+        let wait = match run_once(&db, &embedder, &stats).await {
             Pass::Done { .. } => {
                 failures = 0;
                 Duration::ZERO

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::AppState;
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 pub use fusion::{Candidate, Fused, fuse, lift_by_neighbours};
@@ -80,7 +81,7 @@ pub struct QueryVector {
 /// optional filters, `$n IS NULL OR …`, make PostgreSQL's generic plans guess one row and pick
 /// nested loops that walk every row of the caller, measured at 7× slower) and pgvector's iterative
 /// index scans (so row-level security and filters never shorten a nearest-neighbour list).
-pub async fn begin_search(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+pub async fn begin_search(conn: &mut Scoped) -> Result<(), sqlx::Error> {
     sqlx::query(
         "SELECT set_config('plan_cache_mode', 'force_custom_plan', true),
                 set_config('hnsw.iterative_scan', 'relaxed_order', true)",

@@ -8,6 +8,7 @@
 //! PostgreSQL's (`english`), so each part is handed to `websearch_to_tsquery` as text and never
 //! parsed into tsquery syntax here: any input is safe.
 
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 /// Longest query, in characters.
@@ -152,7 +153,7 @@ pub fn term_sample_sql(recent: &str, matching: &str, corpus: &str) -> String {
 
 /// Runs [`term_sample_sql`]'s statement for `text`.
 pub async fn sample_terms(
-    conn: &mut sqlx::PgConnection,
+    conn: &mut Scoped,
     sql: &str,
     text: &TextQuery,
 ) -> Result<Vec<TermSample>, sqlx::Error> {

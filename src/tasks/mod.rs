@@ -264,7 +264,7 @@ fn lifecycle_note(row: &TaskRow, change: &Change) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-async fn detail(tx: &mut sqlx::PgConnection, row: &TaskRow) -> ApiResult<TaskDetail> {
+async fn detail(tx: &mut Scoped, row: &TaskRow) -> ApiResult<TaskDetail> {
     let plan = if row.plan_version > 0 {
         store::plan(&mut *tx, row.id, row.plan_version).await?
     } else {
@@ -284,7 +284,7 @@ async fn detail(tx: &mut sqlx::PgConnection, row: &TaskRow) -> ApiResult<TaskDet
 
 /// Records a lifecycle message and schedules the summary when the change moved anything.
 async fn note_change(
-    tx: &mut sqlx::PgConnection,
+    tx: &mut Scoped,
     row: &TaskRow,
     change: &Change,
 ) -> ApiResult<Option<(i32, i32)>> {
@@ -332,7 +332,7 @@ pub async fn register_task(
         .map_err(plan_error)?;
     let metadata = Value::Object(body.metadata.clone().unwrap_or_default());
     let id = Uuid::now_v7();
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -382,7 +382,7 @@ pub async fn list_tasks(
     principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 50, 200)?;
     let before = store::decode_cursor::<Uuid>(query.cursor.as_deref())?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let (items, more) = store::list_tasks(
         &mut tx,
         query.status,
@@ -417,7 +417,7 @@ pub async fn delete_task(
     Path(id): Path<Uuid>,
 ) -> ApiResult<StatusCode> {
     principal.require(Scope::Write)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     // Every table under a task references it with ON DELETE CASCADE.
     let deleted = sqlx::query(
         "DELETE FROM tasks
@@ -425,7 +425,7 @@ pub async fn delete_task(
            AND id = $1",
     )
     .bind(id)
-    .execute(&mut *tx)
+    .execute(&mut tx)
     .await?
     .rows_affected();
     if deleted == 0 {
@@ -451,7 +451,7 @@ pub async fn get_task(
     Path(id): Path<Uuid>,
 ) -> ApiResult<axum::Json<TaskDetail>> {
     principal.require(Scope::Read)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let row = store::get_task(&mut tx, id).await?;
     let detail = detail(&mut tx, &row).await?;
     tx.end_read_only();
@@ -489,7 +489,7 @@ pub async fn patch_task(
         .as_deref()
         .map(|n| required_text("name", n, 1000).map(str::to_owned))
         .transpose()?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let row = store::lock_task(&mut tx, id).await?;
     let change =
         lifecycle::apply(row.phase(), row.status(), body.phase, body.status).map_err(illegal)?;
@@ -589,7 +589,7 @@ pub async fn update_task(
         let (answer, row) = answer_query(&state, &principal, id, query).await?;
         return Ok(axum::Json(update_result(&row, None, Some(answer))).into_response());
     }
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -685,7 +685,7 @@ async fn answer_query(
     id: Uuid,
     query: &str,
 ) -> ApiResult<(QueryAnswer, TaskRow)> {
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = state.db.scoped(principal).await?;
     let row = store::get_task(&mut tx, id).await?;
     let loaded = summary::load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
     tx.end_read_only();
@@ -695,7 +695,7 @@ async fn answer_query(
 /// [`answer_query`] for a task already read in `tx`, which stays open while the model is asked.
 async fn answer_from(
     state: &AppState,
-    tx: &mut sqlx::PgConnection,
+    tx: &mut Scoped,
     row: &TaskRow,
     query: &str,
 ) -> ApiResult<QueryAnswer> {
@@ -794,7 +794,7 @@ pub async fn put_plan(
         .as_deref()
         .map(|r| required_text("reason", r, 10_000))
         .transpose()?;
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -859,7 +859,7 @@ pub async fn list_plans(
     Path(id): Path<Uuid>,
 ) -> ApiResult<axum::Json<PlanVersions>> {
     principal.require(Scope::Read)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let row = store::get_task(&mut tx, id).await?;
     let versions = store::plan_versions(&mut tx, id, row.plan_version).await?;
     tx.end_read_only();
@@ -882,7 +882,7 @@ pub async fn get_plan(
     Path((id, version)): Path<(Uuid, i32)>,
 ) -> ApiResult<axum::Json<Plan>> {
     principal.require(Scope::Read)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::get_task(&mut tx, id).await?;
     let plan = store::plan(&mut tx, id, version)
         .await?
@@ -912,7 +912,7 @@ pub async fn patch_item(
     Json(body): Json<PatchItem>,
 ) -> ApiResult<axum::Json<PlanItem>> {
     principal.require(Scope::Write)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let row = store::lock_task(&mut tx, id).await?;
     let item = store::set_item_status(&mut tx, id, row.plan_version, ordinal, body.status)
         .await?
@@ -955,7 +955,7 @@ pub async fn post_action(
 ) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     required_text("summary", &body.summary, 10_000)?;
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -991,7 +991,7 @@ pub async fn list_actions(
     principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 100, 500)?;
     let after = store::decode_cursor::<Uuid>(query.cursor.as_deref())?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let row = store::get_task(&mut tx, id).await?;
     let counts = store::item_counts(&mut tx, id, row.plan_version).await?;
     if ordinal < 1 || i64::from(ordinal) > counts.items {
@@ -1028,7 +1028,7 @@ pub async fn patch_action(
     if let Some(summary) = &body.summary {
         required_text("summary", summary, 10_000)?;
     }
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::get_task(&mut tx, id).await?;
     let action = store::patch_action(&mut tx, id, action_id, &body)
         .await?
@@ -1059,7 +1059,7 @@ pub async fn post_action_log(
 ) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     required_text("log_type", &body.log_type, 100)?;
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -1091,7 +1091,7 @@ pub async fn list_action_logs(
     principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 100, 500)?;
     let after = store::decode_cursor::<Uuid>(query.cursor.as_deref())?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::get_task(&mut tx, id).await?;
     if !store::action_exists(&mut tx, id, action_id).await? {
         return Err(ApiError::not_found(format!(
@@ -1162,7 +1162,7 @@ pub async fn post_events(
             ));
         }
     }
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -1198,7 +1198,7 @@ pub async fn list_events(
     principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 100, 500)?;
     let after = store::decode_cursor::<i64>(query.cursor.as_deref())?.unwrap_or(0);
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::events(&mut tx, id, &query, after, limit).await?;
     tx.end_read_only();
@@ -1237,7 +1237,7 @@ pub async fn post_message(
     let content = required_text("content", &body.content, 100_000)?;
     let role = body.role.unwrap_or(Role::Agent);
     let msg_type = body.msg_type.unwrap_or(MsgType::Text);
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -1248,7 +1248,7 @@ pub async fn post_message(
             .ok_or_else(|| store::task_not_found(id))?;
         let cooldown = state.config.tasks.stuck_cooldown_secs;
         let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut tx)
             .await?;
         if let Some((last, ends)) = stuck::suppressed_until(&metadata, now, cooldown) {
             let answer = StuckSuppressed {
@@ -1304,7 +1304,7 @@ pub async fn list_messages(
     principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 100, 500)?;
     let after = store::decode_cursor::<i32>(query.cursor.as_deref())?.unwrap_or(0);
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::messages(&mut tx, id, after, limit).await?;
     tx.end_read_only();
@@ -1336,7 +1336,7 @@ pub async fn post_snapshot(
 ) -> ApiResult<Response> {
     principal.require(Scope::Write)?;
     required_text("label", &body.label, 200)?;
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -1367,7 +1367,7 @@ pub async fn list_snapshots(
     principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 100, 500)?;
     let after = store::decode_cursor::<i32>(query.cursor.as_deref())?.unwrap_or(0);
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::snapshots(&mut tx, id, after, limit).await?;
     tx.end_read_only();

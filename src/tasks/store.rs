@@ -9,13 +9,14 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{FromRow, PgConnection, Postgres, QueryBuilder};
+use sqlx::{FromRow, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::digest;
 use super::lifecycle::{Phase, Stamps, Status};
 use super::model::*;
 use super::plan::{Previous, Step};
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 const TASK_COLUMNS: &str = "id, name, original_user_task, status, phase, metadata, final_answer, \
@@ -124,7 +125,7 @@ fn paged<T>(mut rows: Vec<T>, limit: i64) -> (Vec<T>, bool) {
 }
 
 pub async fn insert_task(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     id: Uuid,
     name: &str,
     original_user_task: Option<&str>,
@@ -143,7 +144,7 @@ pub async fn insert_task(
     .await
 }
 
-pub async fn get_task(tx: &mut PgConnection, id: Uuid) -> ApiResult<TaskRow> {
+pub async fn get_task(tx: &mut Scoped, id: Uuid) -> ApiResult<TaskRow> {
     sqlx::query_as(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"))
         .bind(id)
         .fetch_optional(tx)
@@ -152,7 +153,7 @@ pub async fn get_task(tx: &mut PgConnection, id: Uuid) -> ApiResult<TaskRow> {
 }
 
 /// The task, locked until the transaction ends (state-machine checks read, then write).
-pub async fn lock_task(tx: &mut PgConnection, id: Uuid) -> ApiResult<TaskRow> {
+pub async fn lock_task(tx: &mut Scoped, id: Uuid) -> ApiResult<TaskRow> {
     sqlx::query_as(&format!(
         "SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1 FOR UPDATE"
     ))
@@ -191,7 +192,7 @@ impl TaskWrite {
     }
 }
 
-pub async fn save_task(tx: &mut PgConnection, id: Uuid, write: &TaskWrite) -> ApiResult<TaskRow> {
+pub async fn save_task(tx: &mut Scoped, id: Uuid, write: &TaskWrite) -> ApiResult<TaskRow> {
     sqlx::query_as(&format!(
         "UPDATE tasks SET
              name = coalesce($2, name),
@@ -236,7 +237,7 @@ pub struct ItemState {
 }
 
 pub async fn previous_items(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     version: i32,
 ) -> Result<Vec<Previous<ItemState>>, sqlx::Error> {
@@ -268,7 +269,7 @@ pub async fn previous_items(
 /// Stores plan `version` and its items (one multi-row INSERT); `carried[i]` is the previous item
 /// step `i` takes its state from.
 pub async fn insert_plan(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     version: i32,
     plan: &Value,
@@ -353,7 +354,7 @@ impl From<ItemRow> for PlanItem {
 }
 
 pub async fn plan_items(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     version: i32,
 ) -> Result<Vec<PlanItem>, sqlx::Error> {
@@ -369,7 +370,7 @@ pub async fn plan_items(
 }
 
 pub async fn plan(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     version: i32,
 ) -> Result<Option<Plan>, sqlx::Error> {
@@ -393,7 +394,7 @@ pub async fn plan(
 }
 
 pub async fn plan_versions(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     active: i32,
 ) -> Result<Vec<PlanVersion>, sqlx::Error> {
@@ -420,7 +421,7 @@ pub async fn plan_versions(
 
 /// Sets an item's status; timestamps and duration follow. `None`: no such ordinal.
 pub async fn set_item_status(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     version: i32,
     ordinal: i32,
@@ -455,7 +456,7 @@ pub async fn set_item_status(
 /// The item of the active plan most likely to be where a task failed: a failed one, else the
 /// active one.
 pub async fn failing_item(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     version: i32,
 ) -> Result<Option<(i32, Option<i32>, String)>, sqlx::Error> {
@@ -472,7 +473,7 @@ pub async fn failing_item(
 
 /// Counts of the active plan's items by status.
 pub async fn item_counts(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     version: i32,
 ) -> Result<Counts, sqlx::Error> {
@@ -502,7 +503,7 @@ pub async fn item_counts(
 /// Appends a message; returns its seq (also the task's message count), how many messages the
 /// running summary covers and the message's time, or `None` when the task does not exist.
 pub async fn append_message(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     role: Role,
     msg_type: MsgType,
@@ -538,7 +539,7 @@ struct MessageRow {
 }
 
 pub async fn messages(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     after: i32,
     limit: i64,
@@ -569,7 +570,7 @@ pub async fn messages(
 
 /// Every message after `after`, in order, for the digest and the summary.
 pub async fn digest_messages(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     after: i32,
 ) -> Result<Vec<digest::Message>, sqlx::Error> {
@@ -597,7 +598,7 @@ pub async fn digest_messages(
 /// its row lock and one multi-row INSERT writes the events with consecutive sequence numbers.
 /// `None` when the task does not exist.
 pub async fn append_events(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     events: &[NewEvent],
 ) -> Result<Option<(i64, i64)>, sqlx::Error> {
@@ -663,7 +664,7 @@ struct EventRow {
 }
 
 pub async fn events(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     query: &EventQuery,
     after: i64,
@@ -709,7 +710,7 @@ pub async fn events(
 }
 
 pub async fn append_snapshot(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     snapshot: &NewSnapshot,
 ) -> Result<Option<Snapshot>, sqlx::Error> {
@@ -741,7 +742,7 @@ pub async fn append_snapshot(
 }
 
 pub async fn snapshots(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     after: i32,
     limit: i64,
@@ -771,7 +772,7 @@ pub async fn snapshots(
 }
 
 pub async fn list_tasks(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     status: Option<Status>,
     phase: Option<Phase>,
     include_archived: bool,
@@ -834,7 +835,7 @@ impl From<ActionRow> for Action {
 }
 
 pub async fn insert_action(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     version: i32,
     ordinal: i32,
@@ -866,7 +867,7 @@ pub async fn insert_action(
 }
 
 pub async fn patch_action(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     action_id: Uuid,
     patch: &PatchAction,
@@ -888,7 +889,7 @@ pub async fn patch_action(
 }
 
 pub async fn actions(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     version: i32,
     ordinal: i32,
@@ -913,7 +914,7 @@ pub async fn actions(
 
 /// Appends a log line to an action of the task; `None` when there is no such action.
 pub async fn insert_action_log(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     action_id: Uuid,
     log: &NewActionLog,
@@ -941,7 +942,7 @@ pub async fn insert_action_log(
 }
 
 pub async fn action_exists(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     action_id: Uuid,
 ) -> Result<bool, sqlx::Error> {
@@ -953,7 +954,7 @@ pub async fn action_exists(
 }
 
 pub async fn action_logs(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     action_id: Uuid,
     after: Option<Uuid>,
     limit: i64,
@@ -984,7 +985,7 @@ pub async fn action_logs(
 
 /// Stores a refreshed running summary unless a newer one (covering more messages) is already in.
 pub async fn set_running_summary(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     summary: &str,
     covers: i32,

@@ -31,11 +31,7 @@ impl Loaded {
 }
 
 /// Builds the digest of a task from its active plan and all its messages.
-pub async fn load_digest(
-    tx: &mut sqlx::PgConnection,
-    row: &TaskRow,
-    recent: usize,
-) -> ApiResult<Loaded> {
+pub async fn load_digest(tx: &mut Scoped, row: &TaskRow, recent: usize) -> ApiResult<Loaded> {
     let items: Vec<digest::Item> = store::plan_items(&mut *tx, row.id, row.plan_version)
         .await?
         .into_iter()
@@ -108,7 +104,7 @@ static IN_FLIGHT: LazyLock<Mutex<HashSet<Uuid>>> = LazyLock::new(|| Mutex::new(H
 
 /// Recomputes and stores the running summary; false when a newer one was stored meanwhile.
 pub async fn refresh(state: &AppState, principal: &Principal, task_id: Uuid) -> ApiResult<bool> {
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = state.db.scoped(principal).await?;
     let row = store::get_task(&mut tx, task_id).await?;
     let loaded = load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
     tx.end_read_only();
@@ -131,7 +127,7 @@ pub async fn refresh(state: &AppState, principal: &Principal, task_id: Uuid) -> 
         }
         None => digest::summary(&loaded.digest),
     };
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = state.db.scoped(principal).await?;
     let stored = store::set_running_summary(&mut tx, task_id, &summary, covers).await?;
     tx.commit().await?;
     Ok(stored)

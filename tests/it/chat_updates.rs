@@ -387,7 +387,7 @@ async fn drain(app: &TestApp) {
     let embedder = app.state.embedder.clone().unwrap();
     let stats = IndexerStats::default();
     for _ in 0..100 {
-        match indexer::run_once(&app.pool, &embedder, &stats).await {
+        match indexer::run_once(&app.state.db, &embedder, &stats).await {
             Pass::Done { .. } => {}
             Pass::Idle => return,
             Pass::Failed(error) => panic!("indexing failed: {error}"),
@@ -418,7 +418,9 @@ async fn queued(pool: &PgPool) -> Vec<String> {
 #[sqlx::test]
 async fn updates_replace_vectors_and_deletions_drop_them(pool: PgPool) {
     let embedder = Embedder::hashing(64);
-    indexer::prepare_schema(&pool, &embedder).await.unwrap();
+    indexer::prepare_schema(&mnemo::db::Db::new(pool.clone()), &embedder)
+        .await
+        .unwrap();
     let app = TestApp::with_embedder(pool.clone(), embedder).await;
     let token = app.token("t1", "alice");
     let first = vec![
@@ -513,7 +515,9 @@ async fn updates_replace_vectors_and_deletions_drop_them(pool: PgPool) {
 #[sqlx::test]
 async fn without_an_embedder_an_update_drops_stale_vectors(pool: PgPool) {
     let embedder = Embedder::hashing(64);
-    indexer::prepare_schema(&pool, &embedder).await.unwrap();
+    indexer::prepare_schema(&mnemo::db::Db::new(pool.clone()), &embedder)
+        .await
+        .unwrap();
     let with = TestApp::with_embedder(pool.clone(), embedder.clone()).await;
     let token = with.token("t1", "alice");
     expect(
@@ -535,7 +539,12 @@ async fn without_an_embedder_an_update_drops_stale_vectors(pool: PgPool) {
     assert_eq!(counts(&answer), (0, 1, 0, 0));
     assert_eq!(vectors_of(&pool, "1").await, 0);
     assert!(queued(&pool).await.is_empty());
-    assert_eq!(indexer::backfill(&pool, &embedder).await.unwrap(), 1);
+    assert_eq!(
+        indexer::backfill(&mnemo::db::Db::new(pool.clone()), &embedder)
+            .await
+            .unwrap(),
+        1
+    );
 }
 
 #[sqlx::test]

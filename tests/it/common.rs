@@ -47,7 +47,9 @@ impl TestApp {
         let mut config = Config::for_secret(None, SECRET);
         adjust(&mut config);
         config.validate().expect("test config is valid");
-        let mut state = AppState::new(config, pool.clone()).await.expect("state");
+        let mut state = AppState::new(config, mnemo::db::Db::new(pool.clone()))
+            .await
+            .expect("state");
         adjust_state(&mut state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

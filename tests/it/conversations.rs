@@ -4,7 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
 use axum::response::IntoResponse;
-use mnemo::conversations::sweeper::{SWEEP_LOCK_KEY, SweepOutcome, sweep_once};
+use mnemo::conversations::sweeper::{SweepOutcome, sweep_once};
+use mnemo::db::Job;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -426,13 +427,15 @@ async fn retention_hides_at_once_and_the_sweeper_deletes_under_a_lock(pool: PgPo
     // Another replica holds the lock: this one skips.
     let mut holder = pool.acquire().await.unwrap();
     let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-        .bind(SWEEP_LOCK_KEY)
+        .bind(Job::HistoryRetention.lock_key())
         .fetch_one(&mut *holder)
         .await
         .unwrap();
     assert!(got);
     assert_eq!(
-        sweep_once(&pool, 30, 2).await.unwrap(),
+        sweep_once(&mnemo::db::Db::new(pool.clone()), 30, 2)
+            .await
+            .unwrap(),
         SweepOutcome::Skipped
     );
     assert_eq!(
@@ -440,7 +443,7 @@ async fn retention_hides_at_once_and_the_sweeper_deletes_under_a_lock(pool: PgPo
         10
     );
     let _: bool = sqlx::query_scalar("SELECT pg_advisory_unlock($1)")
-        .bind(SWEEP_LOCK_KEY)
+        .bind(Job::HistoryRetention.lock_key())
         .fetch_one(&mut *holder)
         .await
         .unwrap();
@@ -448,7 +451,9 @@ async fn retention_hides_at_once_and_the_sweeper_deletes_under_a_lock(pool: PgPo
     // Bounded batches of 2 still remove everything expired, across tenants, and nothing else.
     // 8 messages + 1 batch record + 1 session expired.
     assert_eq!(
-        sweep_once(&pool, 30, 2).await.unwrap(),
+        sweep_once(&mnemo::db::Db::new(pool.clone()), 30, 2)
+            .await
+            .unwrap(),
         SweepOutcome::Deleted(10)
     );
     assert_eq!(
@@ -461,7 +466,9 @@ async fn retention_hides_at_once_and_the_sweeper_deletes_under_a_lock(pool: PgPo
         1
     );
     assert_eq!(
-        sweep_once(&pool, 30, 2).await.unwrap(),
+        sweep_once(&mnemo::db::Db::new(pool.clone()), 30, 2)
+            .await
+            .unwrap(),
         SweepOutcome::Deleted(0)
     );
 }

@@ -163,7 +163,7 @@ async fn drain(app: &TestApp) {
     let embedder = app.state.embedder.clone().unwrap();
     let stats = IndexerStats::default();
     for _ in 0..100 {
-        match indexer::run_once(&app.pool, &embedder, &stats).await {
+        match indexer::run_once(&app.state.db, &embedder, &stats).await {
             Pass::Done { .. } => {}
             Pass::Idle => return,
             Pass::Failed(error) => panic!("indexing failed: {error}"),
@@ -265,7 +265,9 @@ fn import(app: &TestApp, token: &str, archive: Vec<u8>) -> reqwest::RequestBuild
 #[sqlx::test]
 async fn erasing_me_deletes_every_row_of_mine_and_nothing_else(pool: PgPool) {
     let embedder = Embedder::hashing(64);
-    indexer::prepare_schema(&pool, &embedder).await.unwrap();
+    indexer::prepare_schema(&mnemo::db::Db::new(pool.clone()), &embedder)
+        .await
+        .unwrap();
     let app = TestApp::with_embedder(pool.clone(), embedder).await;
     let alice = app.token("t1", "alice");
     let bob = app.token("t1", "bob");

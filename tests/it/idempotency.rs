@@ -648,7 +648,9 @@ async fn expired_keys_run_again_and_are_swept(pool: PgPool) {
     .execute(&pool)
     .await
     .unwrap();
-    let deleted = mnemo::idempotency::sweep_once(&pool, 1).await.unwrap();
+    let deleted = mnemo::idempotency::sweep_once(&mnemo::db::Db::new(pool.clone()), 1)
+        .await
+        .unwrap();
     assert_eq!(deleted, 2, "in batches of one until none is left");
     let left: Vec<String> = sqlx::query_scalar("SELECT key FROM idempotency_keys ORDER BY key")
         .fetch_all(&pool)

@@ -884,7 +884,6 @@ async fn writes_need_the_write_scope(pool: PgPool) {
 #[sqlx::test]
 async fn agent_tool_functions_work_in_a_callers_transaction(pool: PgPool) {
     use mnemo::auth::Principal;
-    use mnemo::db::Scoped;
     use mnemo::memories::PageRequest;
     use mnemo::memories::model::SearchRequest;
     use mnemo::memories::store::{Limits, NewMemory, retrieve_memory, search_memory, store_memory};
@@ -896,7 +895,10 @@ async fn agent_tool_functions_work_in_a_callers_transaction(pool: PgPool) {
         user_id: "alice".into(),
         scopes: vec![],
     };
-    let mut tx = Scoped::begin(&pool, &principal).await.unwrap();
+    let mut tx = mnemo::db::Db::new(pool.clone())
+        .scoped(&principal)
+        .await
+        .unwrap();
     let stored = store_memory(
         &mut tx,
         NewMemory {

@@ -1,7 +1,6 @@
 //! Long-term notes over HTTP.
 
 use mnemo::auth::Principal;
-use mnemo::db::Scoped;
 use mnemo::notes::model::{NotesOperationRequest, Operation};
 use mnemo::notes::store;
 use serde_json::{Value, json};
@@ -687,7 +686,10 @@ async fn tool_functions_run_inside_the_callers_transaction(pool: PgPool) {
         scopes: vec![],
     };
     let config = app.state.config.notes.clone();
-    let mut tx = Scoped::begin(&app.pool, &principal).await.unwrap();
+    let mut tx = mnemo::db::Db::new(app.pool.clone())
+        .scoped(&principal)
+        .await
+        .unwrap();
     let notes = store::read_notes(&mut tx, "assistant").await.unwrap();
     assert_eq!((notes.notes.as_str(), notes.version), ("", 0));
 

@@ -5,7 +5,6 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{Algorithm, EncodingKey};
 use mnemo::auth::Principal;
-use mnemo::db::Scoped;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -436,11 +435,12 @@ async fn row_level_security_scopes_unfiltered_queries(pool: PgPool) {
     let notes = |tenant: &'static str, user: &'static str| {
         let pool = pool.clone();
         async move {
-            let mut tx = Scoped::begin(&pool, &principal(tenant, user))
+            let mut tx = mnemo::db::Db::new(pool.clone())
+                .scoped(&principal(tenant, user))
                 .await
                 .expect("begin");
             let rows: Vec<String> = sqlx::query_scalar("SELECT note FROM rls_probe ORDER BY note")
-                .fetch_all(&mut *tx)
+                .fetch_all(&mut tx)
                 .await
                 .expect("select");
             tx.commit().await.expect("commit");
@@ -453,22 +453,24 @@ async fn row_level_security_scopes_unfiltered_queries(pool: PgPool) {
     assert!(notes("t3", "alice").await.is_empty());
 
     // Writing a row for someone else is refused by the policy's WITH CHECK.
-    let mut tx = Scoped::begin(&pool, &principal("t1", "alice"))
+    let mut tx = mnemo::db::Db::new(pool.clone())
+        .scoped(&principal("t1", "alice"))
         .await
         .expect("begin");
     let err = sqlx::query("INSERT INTO rls_probe VALUES ('t1', 'bob', 'forged')")
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await
         .expect_err("insert for another user must fail");
     assert!(err.to_string().contains("row-level security"), "{err}");
     drop(tx);
 
     // Updates and deletes without a filter touch only the caller's rows.
-    let mut tx = Scoped::begin(&pool, &principal("t1", "bob"))
+    let mut tx = mnemo::db::Db::new(pool.clone())
+        .scoped(&principal("t1", "bob"))
         .await
         .expect("begin");
     let deleted = sqlx::query("DELETE FROM rls_probe")
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await
         .expect("delete");
     assert_eq!(deleted.rows_affected(), 1);
@@ -480,11 +482,12 @@ async fn row_level_security_scopes_unfiltered_queries(pool: PgPool) {
     assert_eq!(left, 3);
 
     // The scoped session really runs as mnemo_app, not as the superuser.
-    let mut tx = Scoped::begin(&pool, &principal("t1", "alice"))
+    let mut tx = mnemo::db::Db::new(pool.clone())
+        .scoped(&principal("t1", "alice"))
         .await
         .expect("begin");
     let role: String = sqlx::query_scalar("SELECT current_user::text")
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut tx)
         .await
         .expect("role");
     assert_eq!(role, "mnemo_app");
@@ -836,7 +839,8 @@ async fn ending_read_only_leaks_no_scope_to_the_next_user(pool: PgPool) {
         .connect_with((*pool.connect_options()).clone())
         .await
         .expect("pool");
-    let tx = Scoped::begin(&single, &principal("t1", "alice"))
+    let tx = mnemo::db::Db::new(single.clone())
+        .scoped(&principal("t1", "alice"))
         .await
         .expect("begin");
     tx.end_read_only();

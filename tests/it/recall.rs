@@ -55,7 +55,7 @@ fn keys(found: &Value) -> Vec<String> {
 
 /// An app whose searches embed with the deterministic hashing embedder.
 async fn with_embedder(pool: PgPool, embedder: Embedder) -> TestApp {
-    indexer::prepare_schema(&pool, &embedder)
+    indexer::prepare_schema(&mnemo::db::Db::new(pool.clone()), &embedder)
         .await
         .expect("vector schema");
     TestApp::with_embedder(pool, embedder).await
@@ -67,7 +67,7 @@ async fn drain(app: &TestApp) -> usize {
     let stats = IndexerStats::default();
     let mut embedded = 0;
     for _ in 0..100 {
-        match indexer::run_once(&app.pool, &embedder, &stats).await {
+        match indexer::run_once(&app.state.db, &embedder, &stats).await {
             Pass::Done { chunks, .. } => embedded += chunks,
             Pass::Idle => return embedded,
             Pass::Failed(error) => panic!("indexing failed: {error}"),
@@ -377,7 +377,7 @@ async fn a_failing_embedder_degrades_to_keyword(pool: PgPool) {
     }
     // The indexer fails, and the rows wait for a later attempt instead of being lost.
     let stats = IndexerStats::default();
-    let pass = indexer::run_once(&app.pool, app.state.embedder.as_ref().unwrap(), &stats).await;
+    let pass = indexer::run_once(&app.state.db, app.state.embedder.as_ref().unwrap(), &stats).await;
     assert!(matches!(pass, Pass::Failed(_)), "{pass:?}");
     let (waiting, attempts): (i64, i32) =
         sqlx::query_as("SELECT count(*), min(attempts) FROM embedding_outbox")
@@ -403,8 +403,14 @@ async fn the_outbox_survives_a_restart_and_backfill_covers_old_rows(pool: PgPool
 
     let embedder = Embedder::hashing(128);
     let first = with_embedder(pool.clone(), embedder.clone()).await;
-    assert_eq!(indexer::backfill(&first.pool, &embedder).await.unwrap(), 5);
-    assert_eq!(indexer::backfill(&first.pool, &embedder).await.unwrap(), 0);
+    assert_eq!(
+        indexer::backfill(&first.state.db, &embedder).await.unwrap(),
+        5
+    );
+    assert_eq!(
+        indexer::backfill(&first.state.db, &embedder).await.unwrap(),
+        0
+    );
     expect(
         first
             .put("/api/memories/late", &token)
@@ -416,7 +422,7 @@ async fn the_outbox_survives_a_restart_and_backfill_covers_old_rows(pool: PgPool
 
     // A new server finds all six waiting and drains them.
     let second = with_embedder(pool, embedder).await;
-    assert_eq!(indexer::backlog(&second.pool).await.unwrap(), 6);
+    assert_eq!(indexer::backlog(&second.state.db).await.unwrap(), 6);
     assert_eq!(drain(&second).await, 6);
     let found = expect(
         second
@@ -427,7 +433,7 @@ async fn the_outbox_survives_a_restart_and_backfill_covers_old_rows(pool: PgPool
     .await;
     assert_eq!(keys(&found), vec!["late"]);
     // Reindexing drops every vector and embeds everything again.
-    assert_eq!(indexer::requeue_all(&second.pool).await.unwrap(), 6);
+    assert_eq!(indexer::requeue_all(&second.state.db).await.unwrap(), 6);
     assert_eq!(drain(&second).await, 6);
 }
 

@@ -508,18 +508,26 @@ async fn long_statements_are_cancelled(pool: PgPool) {
     let bounded = mnemo::db::connect(&url, 1, Some(Duration::from_millis(200)))
         .await
         .unwrap();
+    let principal = mnemo::auth::Principal {
+        tenant_id: "acme".into(),
+        user_id: "alice".into(),
+        scopes: Vec::new(),
+    };
+    let mut tx = bounded.scoped(&principal).await.unwrap();
     let started = Instant::now();
     let err = sqlx::query("SELECT pg_sleep(5)")
-        .execute(&bounded)
+        .execute(&mut tx)
         .await
         .unwrap_err();
+    drop(tx);
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(mnemo::error::is_unavailable(&err), "{err}");
     let api = mnemo::error::ApiError::from(err);
     assert_eq!(api.status_code(), 503);
     // The connection is fine afterwards.
+    let mut tx = bounded.scoped(&principal).await.unwrap();
     let one: i32 = sqlx::query_scalar("SELECT 1")
-        .fetch_one(&bounded)
+        .fetch_one(&mut tx)
         .await
         .unwrap();
     assert_eq!(one, 1);

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use chrono::{Duration, SubsecRound, Utc};
+use mnemo::db::Job;
 use mnemo::tasks::workspace::import::{Limits, unpack};
 use mnemo::tasks::workspace::sweep_job::sweep_once;
 use mnemo::tasks::workspace::sweeper::{FixedClock, SystemClock, Thresholds};
-use mnemo::tasks::workspace::timeouts::{LOCK_KEY as WAIT_LOCK_KEY, timeout_waits_once};
+use mnemo::tasks::workspace::timeouts::timeout_waits_once;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -739,13 +740,17 @@ async fn an_overdue_wait_times_out_in_one_round(pool: PgPool) {
     assert_eq!(status_of(&app, &bob, &other).await, "paused");
 
     // Not yet overdue: nothing happens.
-    let report = timeout_waits_once(&pool, &SystemClock).await.unwrap();
+    let report = timeout_waits_once(&mnemo::db::Db::new(pool.clone()), &SystemClock)
+        .await
+        .unwrap();
     assert!(report.ran);
     assert!(report.timed_out.is_empty(), "{report:?}");
 
     age_wait(&pool, &overdue, 5).await;
     age_wait(&pool, &bobs, 5).await;
-    let report = timeout_waits_once(&pool, &SystemClock).await.unwrap();
+    let report = timeout_waits_once(&mnemo::db::Db::new(pool.clone()), &SystemClock)
+        .await
+        .unwrap();
     let mut ended: Vec<String> = report.timed_out.iter().map(|w| w.to_string()).collect();
     ended.sort();
     let mut expected = vec![overdue.clone(), bobs.clone()];
@@ -790,7 +795,9 @@ async fn an_overdue_wait_times_out_in_one_round(pool: PgPool) {
     assert_eq!(status_of(&app, &bob, &other).await, "paused");
 
     // Ended once: the next round has nothing, and resolving it now is 409 saying it timed out.
-    let again = timeout_waits_once(&pool, &SystemClock).await.unwrap();
+    let again = timeout_waits_once(&mnemo::db::Db::new(pool.clone()), &SystemClock)
+        .await
+        .unwrap();
     assert!(again.ran && again.timed_out.is_empty(), "{again:?}");
     let late = expect_problem(
         app.patch(&path, &alice)
@@ -817,7 +824,9 @@ async fn an_overdue_wait_times_out_in_one_round(pool: PgPool) {
 
     // Two hours on, the hour-long wait times out too; the wait without a timeout never does.
     let later = FixedClock(Utc::now() + Duration::hours(2));
-    let report = timeout_waits_once(&pool, &later).await.unwrap();
+    let report = timeout_waits_once(&mnemo::db::Db::new(pool.clone()), &later)
+        .await
+        .unwrap();
     assert_eq!(
         report
             .timed_out
@@ -840,14 +849,18 @@ async fn an_overdue_wait_times_out_in_one_round(pool: PgPool) {
     age_wait(&pool, &last_one, 5).await;
     let mut holder = pool.begin().await.unwrap();
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(WAIT_LOCK_KEY)
+        .bind(Job::WaitTimeouts.lock_key())
         .execute(&mut *holder)
         .await
         .unwrap();
-    let skipped = timeout_waits_once(&pool, &SystemClock).await.unwrap();
+    let skipped = timeout_waits_once(&mnemo::db::Db::new(pool.clone()), &SystemClock)
+        .await
+        .unwrap();
     assert!(!skipped.ran && skipped.timed_out.is_empty());
     holder.rollback().await.unwrap();
-    let report = timeout_waits_once(&pool, &SystemClock).await.unwrap();
+    let report = timeout_waits_once(&mnemo::db::Db::new(pool.clone()), &SystemClock)
+        .await
+        .unwrap();
     assert_eq!(report.timed_out.len(), 1);
 }
 
@@ -875,17 +888,25 @@ async fn the_sweeper_pauses_and_archives_as_time_moves(pool: PgPool) {
     // PostgreSQL keeps microseconds.
     let now = Utc::now().trunc_subsecs(6);
 
-    let report = sweep_once(&pool, &FixedClock(now + Duration::hours(23)), &thresholds)
-        .await
-        .unwrap();
+    let report = sweep_once(
+        &mnemo::db::Db::new(pool.clone()),
+        &FixedClock(now + Duration::hours(23)),
+        &thresholds,
+    )
+    .await
+    .unwrap();
     assert!(report.ran);
     assert!(report.paused.is_empty() && report.archived.is_empty());
     assert_eq!(status_of(&app, &alice, &idle).await, "active");
 
     // A day later the idle task (in one tenant) is paused; the completed one is kept.
-    let report = sweep_once(&pool, &FixedClock(now + Duration::hours(25)), &thresholds)
-        .await
-        .unwrap();
+    let report = sweep_once(
+        &mnemo::db::Db::new(pool.clone()),
+        &FixedClock(now + Duration::hours(25)),
+        &thresholds,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.paused.len(), 1);
     assert_eq!(report.paused[0].to_string(), idle);
     assert!(report.archived.is_empty());
@@ -903,9 +924,13 @@ async fn the_sweeper_pauses_and_archives_as_time_moves(pool: PgPool) {
     );
 
     // A week after completion the other tenant's task is archived, and stays readable.
-    let report = sweep_once(&pool, &FixedClock(now + Duration::days(8)), &thresholds)
-        .await
-        .unwrap();
+    let report = sweep_once(
+        &mnemo::db::Db::new(pool.clone()),
+        &FixedClock(now + Duration::days(8)),
+        &thresholds,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.archived.len(), 1);
     assert_eq!(report.archived[0].to_string(), done);
     let archived_at: Option<chrono::DateTime<Utc>> =
@@ -926,9 +951,13 @@ async fn the_sweeper_pauses_and_archives_as_time_moves(pool: PgPool) {
         read["timestamps"]["archived_at"].is_string(),
         "archived_at is shown: {read}"
     );
-    let again = sweep_once(&pool, &FixedClock(now + Duration::days(9)), &thresholds)
-        .await
-        .unwrap();
+    let again = sweep_once(
+        &mnemo::db::Db::new(pool.clone()),
+        &FixedClock(now + Duration::days(9)),
+        &thresholds,
+    )
+    .await
+    .unwrap();
     assert!(again.archived.is_empty() && again.paused.is_empty());
 
     // A paused task resumes on its next update.
@@ -943,7 +972,7 @@ async fn the_sweeper_pauses_and_archives_as_time_moves(pool: PgPool) {
     // Configurable thresholds: a one-minute pause.
     let quick = Thresholds::from_secs(60, 7 * 24 * 3600);
     let report = sweep_once(
-        &pool,
+        &mnemo::db::Db::new(pool.clone()),
         &FixedClock(Utc::now() + Duration::minutes(2)),
         &quick,
     )
@@ -958,9 +987,13 @@ async fn the_sweeper_pauses_and_archives_as_time_moves(pool: PgPool) {
         .execute(&mut *holder)
         .await
         .unwrap();
-    let skipped = sweep_once(&pool, &FixedClock(now + Duration::days(30)), &thresholds)
-        .await
-        .unwrap();
+    let skipped = sweep_once(
+        &mnemo::db::Db::new(pool.clone()),
+        &FixedClock(now + Duration::days(30)),
+        &thresholds,
+    )
+    .await
+    .unwrap();
     assert!(!skipped.ran);
     holder.rollback().await.unwrap();
 }

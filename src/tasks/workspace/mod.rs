@@ -34,7 +34,6 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::auth::{Principal, Scope};
-use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
@@ -207,7 +206,7 @@ pub async fn append_step(
     };
     let mut new_parts = body.parts;
     let refs = parts::check_parts(id, &mut new_parts, state.config.tasks.step_max_parts)?;
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -276,7 +275,7 @@ pub async fn list_steps(
                 "`recent` must be between 1 and 500",
             ));
         }
-        let mut tx = Scoped::begin(&state.pool, &principal).await?;
+        let mut tx = state.db.scoped(&principal).await?;
         store::require_task(&mut tx, id).await?;
         let items = store::recent_steps(&mut tx, id, recent).await?;
         tx.end_read_only();
@@ -287,7 +286,7 @@ pub async fn list_steps(
     }
     let limit = page_size(query.limit, 50, 500)?;
     let after = cursor_position::<i32>(query.cursor.as_deref())?.unwrap_or(0);
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::require_task(&mut tx, id).await?;
     let (items, more) = store::steps_after(&mut tx, id, after, limit).await?;
     tx.end_read_only();
@@ -332,7 +331,7 @@ pub async fn put_config(
             "the configuration snapshot must be a JSON object",
         ));
     }
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::require_task(&mut tx, id).await?;
     let (snapshot, created) = store::put_config(&mut tx, id, &body, None).await?;
     if created {
@@ -363,7 +362,7 @@ pub async fn get_config(
     Path(id): Path<Uuid>,
 ) -> ApiResult<axum::Json<TaskConfigSnapshot>> {
     principal.require(Scope::Read)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::require_task(&mut tx, id).await?;
     let snapshot = store::get_config(&mut tx, id).await?;
     tx.end_read_only();
@@ -449,7 +448,7 @@ pub async fn upload_artifact(
         parts::check_name("name", name)?;
     }
     let sha = import::sha256_hex(&bytes);
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -545,7 +544,7 @@ pub async fn list_artifacts(
     principal.require(Scope::Read)?;
     let limit = page_size(query.limit, 50, 200)?;
     let after = cursor_position::<Uuid>(query.cursor.as_deref())?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::require_task(&mut tx, id).await?;
     let (items, more) = store::artifacts_after(&mut tx, id, after, limit).await?;
     tx.end_read_only();
@@ -589,7 +588,7 @@ pub async fn read_artifact(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     principal.require(Scope::Read)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let artifact = store::artifact(&mut tx, id, artifact_id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("task {id} has no artifact {artifact_id}")))?;
@@ -707,7 +706,7 @@ pub async fn delete_artifact(
     Path((id, artifact_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
     principal.require(Scope::Write)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::touch_task(&mut tx, id).await?;
     if let Some(step_id) = store::artifact_referrer(&mut tx, id, artifact_id).await? {
         return Err(ApiError::conflict(format!(
@@ -757,7 +756,7 @@ async fn run_search(
 ) -> ApiResult<SearchPage> {
     principal.require(Scope::Read)?;
     let (offset, limit) = search_params(body)?;
-    let mut tx = Scoped::begin(&state.pool, principal).await?;
+    let mut tx = state.db.scoped(principal).await?;
     if let Some(id) = task {
         store::require_task(&mut tx, id).await?;
     }
@@ -848,7 +847,7 @@ pub async fn create_wait(
         body.timeout_seconds,
         body.poll_interval,
     )?;
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -885,7 +884,7 @@ pub async fn list_waits(
     principal.require(Scope::Read)?;
     let limit = page_size(query.limit, 50, 200)?;
     let after = cursor_position::<Uuid>(query.cursor.as_deref())?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     store::require_task(&mut tx, id).await?;
     let (items, more) = store::waits_after(&mut tx, id, after, limit).await?;
     tx.end_read_only();
@@ -915,7 +914,7 @@ pub async fn get_wait(
     Path((id, wait_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<axum::Json<Wait>> {
     principal.require(Scope::Read)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let wait = store::wait(&mut tx, id, wait_id).await?;
     tx.end_read_only();
     wait.map(axum::Json)
@@ -960,7 +959,7 @@ pub async fn resolve_wait(
             "`result_message` is longer than 10000 characters",
         ));
     }
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let metadata = store::lock_metadata(&mut tx, id).await?;
     let wait = store::lock_wait(&mut tx, id, wait_id)
         .await?
@@ -1035,7 +1034,7 @@ pub async fn export_task(
     Path(id): Path<Uuid>,
 ) -> ApiResult<Response> {
     principal.require(Scope::Read)?;
-    let mut tx = Scoped::begin(&state.pool, &principal).await?;
+    let mut tx = state.db.scoped(&principal).await?;
     let bundle = transfer::load(&mut tx, id).await?;
     tx.end_read_only();
     let mtime = u64::try_from(bundle.metadata.timestamps.last_updated_at.timestamp()).unwrap_or(0);
@@ -1120,7 +1119,7 @@ pub async fn import_task(
         max_plan_steps: config.max_plan_steps,
         max_parts: config.step_max_parts,
     };
-    let mut tx = match idem.begin(&state.pool, &principal).await? {
+    let mut tx = match idem.begin(&state.db, &principal).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };

@@ -7,12 +7,13 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use sqlx::{FromRow, PgConnection};
+use sqlx::FromRow;
 use uuid::Uuid;
 
 use super::model::*;
 use super::parts::{self, Part, StepRefs};
 use super::waits::WaitStatus;
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::search::TextQuery;
 use crate::search::query::{QUERY_CTE, idf_ranking};
@@ -27,7 +28,7 @@ pub const CHUNK_CHARS: usize = 20_000;
 
 /// Locks the task row and moves its `lastUpdatedAt` (a paused task resumes: see migration 0006);
 /// 404 when the caller has no such task.
-pub async fn touch_task(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<()> {
+pub async fn touch_task(tx: &mut Scoped, task_id: Uuid) -> ApiResult<()> {
     sqlx::query_scalar::<_, Uuid>("UPDATE tasks SET updated_at = now() WHERE id = $1 RETURNING id")
         .bind(task_id)
         .fetch_optional(tx)
@@ -37,7 +38,7 @@ pub async fn touch_task(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<()> {
 }
 
 /// 404 unless the caller has the task.
-pub async fn require_task(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<()> {
+pub async fn require_task(tx: &mut Scoped, task_id: Uuid) -> ApiResult<()> {
     sqlx::query_scalar::<_, i32>("SELECT 1 FROM tasks WHERE id = $1")
         .bind(task_id)
         .fetch_optional(tx)
@@ -74,11 +75,7 @@ impl StepRow {
 
 const STEP_COLUMNS: &str = "seq, step_id, agent_name, parts, created_at";
 
-pub async fn step_by_id(
-    tx: &mut PgConnection,
-    task_id: Uuid,
-    step_id: &str,
-) -> ApiResult<Option<Step>> {
+pub async fn step_by_id(tx: &mut Scoped, task_id: Uuid, step_id: &str) -> ApiResult<Option<Step>> {
     let row: Option<StepRow> = sqlx::query_as(&format!(
         "SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 AND step_id = $2"
     ))
@@ -91,7 +88,7 @@ pub async fn step_by_id(
 
 /// Which of `ids` are tool calls this task already made.
 pub async fn known_calls(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     ids: &[String],
 ) -> Result<Vec<String>, sqlx::Error> {
@@ -109,7 +106,7 @@ pub async fn known_calls(
 
 /// The mime types of those of `ids` that are artifacts of this task.
 pub async fn artifact_types(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     ids: &[Uuid],
 ) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
@@ -126,7 +123,7 @@ pub async fn artifact_types(
 /// Confirms a checked step's references against the database and fills in artifact types:
 /// results must answer a call of this task, calls must be new, artifacts must exist.
 pub async fn confirm_refs(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     parts: &mut [Part],
     refs: &StepRefs,
@@ -178,7 +175,7 @@ pub struct StepWrite {
 /// statements whatever the count. The caller holds the task row lock ([`touch_task`]), which
 /// keeps `seq` gap-free under concurrent appends.
 pub async fn insert_steps(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     steps: &[StepWrite],
 ) -> ApiResult<Vec<Step>> {
@@ -300,7 +297,7 @@ pub async fn insert_steps(
 
 /// Steps after `after` in order; `limit + 1` are fetched to tell whether more follow.
 pub async fn steps_after(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     after: i32,
     limit: i64,
@@ -323,7 +320,7 @@ pub async fn steps_after(
 }
 
 /// The last `n` steps, in order.
-pub async fn recent_steps(tx: &mut PgConnection, task_id: Uuid, n: i64) -> ApiResult<Vec<Step>> {
+pub async fn recent_steps(tx: &mut Scoped, task_id: Uuid, n: i64) -> ApiResult<Vec<Step>> {
     let rows: Vec<StepRow> = sqlx::query_as(&format!(
         "SELECT {STEP_COLUMNS} FROM (
              SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 ORDER BY seq DESC LIMIT $2
@@ -337,7 +334,7 @@ pub async fn recent_steps(tx: &mut PgConnection, task_id: Uuid, n: i64) -> ApiRe
 }
 
 /// Every step of a task, in order (export).
-pub async fn all_steps(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<Vec<Step>> {
+pub async fn all_steps(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Vec<Step>> {
     let rows: Vec<StepRow> = sqlx::query_as(&format!(
         "SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 ORDER BY seq"
     ))
@@ -353,7 +350,7 @@ pub async fn all_steps(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<Vec<St
 /// Stores the snapshot once. Returns it and whether this call created it; a different snapshot
 /// already stored is 409.
 pub async fn put_config(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     config: &Value,
     created_at: Option<DateTime<Utc>>,
@@ -391,7 +388,7 @@ pub async fn put_config(
 }
 
 pub async fn get_config(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
 ) -> Result<Option<TaskConfigSnapshot>, sqlx::Error> {
     let row: Option<(Value, DateTime<Utc>)> =
@@ -448,7 +445,7 @@ pub struct ArtifactWrite<'a> {
 }
 
 pub async fn insert_artifact(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     a: &ArtifactWrite<'_>,
 ) -> ApiResult<Artifact> {
@@ -477,7 +474,7 @@ pub async fn insert_artifact(
 }
 
 pub async fn artifact(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     id: Uuid,
 ) -> Result<Option<Artifact>, sqlx::Error> {
@@ -493,7 +490,7 @@ pub async fn artifact(
 
 /// Bytes `start..start + len` of an artifact (only the TOAST chunks holding them are read).
 pub async fn artifact_bytes(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     id: Uuid,
     start: i64,
@@ -511,7 +508,7 @@ pub async fn artifact_bytes(
 }
 
 pub async fn artifacts_after(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     after: Option<Uuid>,
     limit: i64,
@@ -537,7 +534,7 @@ pub async fn artifacts_after(
 
 /// Every artifact of a task with its bytes, oldest first (export).
 pub async fn all_artifacts(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
 ) -> Result<Vec<(Artifact, Vec<u8>)>, sqlx::Error> {
     #[derive(FromRow)]
@@ -560,7 +557,7 @@ pub async fn all_artifacts(
 
 /// The id of a step referring to the artifact, if any.
 pub async fn artifact_referrer(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     id: Uuid,
 ) -> Result<Option<String>, sqlx::Error> {
@@ -575,7 +572,7 @@ pub async fn artifact_referrer(
 }
 
 pub async fn delete_artifact(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     id: Uuid,
 ) -> Result<bool, sqlx::Error> {
@@ -630,7 +627,7 @@ const WAIT_COLUMNS: &str = "id, task_id, target_type, target_id, criteria, timeo
 /// The task's metadata and coarse status, its row locked until the transaction ends; `None`
 /// when there is no task.
 pub async fn metadata_for_update(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
 ) -> Result<Option<(Map<String, Value>, String)>, sqlx::Error> {
     let row: Option<(Value, String)> =
@@ -648,7 +645,7 @@ pub async fn metadata_for_update(
 }
 
 /// The task's metadata, its row locked until the transaction ends; 404 when there is no task.
-pub async fn lock_metadata(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<Map<String, Value>> {
+pub async fn lock_metadata(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Map<String, Value>> {
     metadata_for_update(tx, task_id)
         .await?
         .map(|(metadata, _)| metadata)
@@ -657,7 +654,7 @@ pub async fn lock_metadata(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<Ma
 
 /// Writes the task's metadata and moves `lastUpdatedAt`.
 pub async fn save_metadata(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     metadata: Map<String, Value>,
 ) -> Result<(), sqlx::Error> {
@@ -670,7 +667,7 @@ pub async fn save_metadata(
 }
 
 pub async fn insert_wait(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     id: Uuid,
     wait: &NewWait,
@@ -694,11 +691,7 @@ pub async fn insert_wait(
 }
 
 /// The wait.
-pub async fn wait(
-    tx: &mut PgConnection,
-    task_id: Uuid,
-    id: Uuid,
-) -> Result<Option<Wait>, sqlx::Error> {
+pub async fn wait(tx: &mut Scoped, task_id: Uuid, id: Uuid) -> Result<Option<Wait>, sqlx::Error> {
     let row: Option<WaitRow> = sqlx::query_as(&format!(
         "SELECT {WAIT_COLUMNS} FROM task_waits WHERE task_id = $1 AND id = $2"
     ))
@@ -711,7 +704,7 @@ pub async fn wait(
 
 /// The wait, locked until the transaction ends.
 pub async fn lock_wait(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     id: Uuid,
 ) -> Result<Option<Wait>, sqlx::Error> {
@@ -726,7 +719,7 @@ pub async fn lock_wait(
 }
 
 pub async fn end_wait(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     id: Uuid,
     status: WaitStatus,
@@ -759,7 +752,7 @@ pub struct WaitEnd {
 /// type wait. The caller holds the task's row lock (`metadata` was read under it) and has checked
 /// the wait is still watching. The one path for a client's resolution and for a timeout.
 pub async fn finish_wait(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     wait_id: Uuid,
     mut metadata: Map<String, Value>,
@@ -789,7 +782,7 @@ pub async fn finish_wait(
 }
 
 pub async fn waits_after(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Uuid,
     after: Option<Uuid>,
     limit: i64,
@@ -837,7 +830,7 @@ struct HitRow {
 /// `limit + 1` rows are fetched to tell whether more follow. Snippets are made for the returned
 /// page only.
 pub async fn search(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_id: Option<Uuid>,
     query: &str,
     offset: i64,

@@ -3,10 +3,10 @@
 //! (`active_wait_ids`, `last_wait_state`, `last_wait_event_at`) recorded exactly as a client's
 //! resolution records them ([`store::finish_wait`]).
 //!
-//! Like the lifecycle sweeper it works across tenants on a path of its own: one transaction as
-//! `mnemo_app` with `mnemo.sweeper = 'on'` (a policy of migration 0011 honours it for reading
-//! `task_waits`), each wait ended under its own tenant and user, and a transaction-level advisory
-//! lock of its own so that concurrent replicas skip a round instead of doing it twice. The wait is
+//! Like the lifecycle sweeper it works across tenants on a path of its own: one transaction of
+//! [`Job::WaitTimeouts`], as `mnemo_app` with `mnemo.sweeper = 'on'` (a policy of migration 0011
+//! honours it for reading `task_waits`), each wait ended acting as its own tenant and user, and
+//! the job's advisory lock so that concurrent replicas skip a round instead of doing it twice. The wait is
 //! re-read under its task's row lock, so a client's resolution racing the job ends it once.
 //!
 //! A timeout does not wake a paused task: the job's own update of the task would resume it (see
@@ -14,17 +14,13 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::store;
-use super::sweep_job::act_as;
 use super::sweeper::{Clock, SystemClock};
 use super::waits::{self, WaitStatus};
+use crate::db::{Db, Job};
 use crate::state::AppState;
-
-/// Key of the advisory lock (an arbitrary constant: "mnemowai").
-pub const LOCK_KEY: i64 = 0x6d6e_656d_6f77_6169;
 /// Most waits one round ends; the next round takes the rest.
 const BATCH: i64 = 1000;
 
@@ -39,24 +35,11 @@ pub struct TimeoutReport {
 
 /// One round at the clock's "now": ends every watching wait created more than its
 /// `timeout_seconds` before it.
-pub async fn timeout_waits_once(
-    pool: &PgPool,
-    clock: &dyn Clock,
-) -> Result<TimeoutReport, sqlx::Error> {
+pub async fn timeout_waits_once(db: &Db, clock: &dyn Clock) -> Result<TimeoutReport, sqlx::Error> {
     let now = clock.now();
-    let mut tx = pool.begin().await?;
-    sqlx::query(
-        "SELECT set_config('role', 'mnemo_app', true), set_config('mnemo.sweeper', 'on', true)",
-    )
-    .execute(&mut *tx)
-    .await?;
-    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-        .bind(LOCK_KEY)
-        .fetch_one(&mut *tx)
-        .await?;
-    if !locked {
+    let Some(mut tx) = db.system(Job::WaitTimeouts).await? else {
         return Ok(TimeoutReport::default());
-    }
+    };
     let mut report = TimeoutReport {
         ran: true,
         ..TimeoutReport::default()
@@ -71,14 +54,14 @@ pub async fn timeout_waits_once(
     )
     .bind(now)
     .bind(BATCH)
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut tx)
     .await?;
     for (tenant, user, task_id, wait_id) in due {
-        act_as(&mut tx, &tenant, &user).await?;
-        let Some((metadata, status)) = store::metadata_for_update(&mut tx, task_id).await? else {
+        let scoped = tx.act_as(&tenant, &user).await?;
+        let Some((metadata, status)) = store::metadata_for_update(scoped, task_id).await? else {
             continue;
         };
-        let Some(wait) = store::lock_wait(&mut tx, task_id, wait_id).await? else {
+        let Some(wait) = store::lock_wait(scoped, task_id, wait_id).await? else {
             continue;
         };
         // Ended meanwhile (a client's resolution), or not overdue after all.
@@ -90,7 +73,7 @@ pub async fn timeout_waits_once(
         let result = waits::timeout_result(wait.timeout_seconds.unwrap_or_default());
         let note = waits::timeout_message(&wait.criteria, &result);
         store::finish_wait(
-            &mut tx,
+            scoped,
             task_id,
             wait_id,
             metadata,
@@ -103,12 +86,12 @@ pub async fn timeout_waits_once(
             // The update above resumed it (the resume-on-update trigger); it was not the client's.
             sqlx::query("UPDATE tasks SET status = 'paused' WHERE id = $1 AND status = 'active'")
                 .bind(task_id)
-                .execute(&mut *tx)
+                .execute(&mut *scoped)
                 .await?;
         }
         report.timed_out.push(wait_id);
     }
-    act_as(&mut tx, "", "").await?;
+    tx.act_as_nobody().await?;
     tx.commit().await?;
     Ok(report)
 }
@@ -120,13 +103,13 @@ pub fn spawn(state: &AppState) {
     if interval == 0 {
         return;
     }
-    let pool = state.pool.clone();
+    let db = state.db.clone();
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(Duration::from_secs(interval));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            match timeout_waits_once(&pool, &SystemClock).await {
+            match timeout_waits_once(&db, &SystemClock).await {
                 Ok(report) if !report.timed_out.is_empty() => {
                     tracing::info!(timed_out = report.timed_out.len(), "wait timeouts");
                 }

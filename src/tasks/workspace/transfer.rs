@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::{FromRow, PgConnection};
+use sqlx::FromRow;
 use uuid::Uuid;
 
 use super::bundle::*;
@@ -14,6 +14,7 @@ use super::import::{refuse, retarget_steps, sha256_hex, time_refused, unstorable
 use super::parts::{self, Part};
 use super::store::{self as ws, ArtifactWrite, StepWrite};
 use super::waits::WaitStatus;
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::tasks::lifecycle::{Phase, Status};
 use crate::tasks::model::{ActionStatus, ActionType, EventStatus, MsgType, Role};
@@ -124,7 +125,7 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
 }
 
 /// Loads a task and everything under it; 404 when the caller has no such task.
-pub async fn load(tx: &mut PgConnection, task_id: Uuid) -> ApiResult<Bundle> {
+pub async fn load(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Bundle> {
     let row = tasks::get_task(&mut *tx, task_id).await?;
     let archived_at: Option<DateTime<Utc>> =
         sqlx::query_scalar("SELECT archived_at FROM tasks WHERE id = $1")
@@ -382,7 +383,7 @@ fn detail_of(err: ApiError) -> String {
 /// Validates a bundle and writes it as task `new_id` of the caller. Everything is checked before
 /// the first write; the caller's transaction makes it all-or-nothing anyway.
 pub async fn store(
-    tx: &mut PgConnection,
+    tx: &mut Scoped,
     task_dir: &str,
     mut bundle: Bundle,
     new_id: Uuid,
