@@ -5,9 +5,9 @@
 //!
 //! # How a handler uses it
 //! It takes an [`Idempotency`] argument, opens its transaction with [`Idempotency::begin`] instead
-//! of [`Db::scoped`], returns at once when that says [`Begun::Replayed`], and ends with
+//! of [`Caller::begin`], returns at once when that says [`Begun::Replayed`], and ends with
 //! [`Idempotency::commit`], which stores the response in the same transaction as the effect and
-//! commits both. Without the header both calls behave exactly like `Db::scoped` and `commit`.
+//! commits both. Without the header both calls behave exactly like `Caller::begin` and `commit`.
 //! Its OpenAPI operation lists `Idempotency` in `params(...)`; [`document`] then adds the replay
 //! header and the 409/422 cases to that operation.
 //!
@@ -46,6 +46,7 @@ use utoipa::openapi::path::{Operation, Parameter, ParameterBuilder, ParameterIn}
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, ResponseBuilder};
 
+use crate::access::Caller;
 use crate::auth::Principal;
 use crate::db::{Db, Job, Scoped};
 use crate::error::{ApiError, ApiResult, PROBLEM_JSON};
@@ -244,8 +245,9 @@ impl Idempotency {
     /// Opens the request's scoped transaction; with a key, first settles whether the request
     /// runs (see the module docs): [`Begun::Replayed`] with the stored response, 409 while the
     /// key is in flight, 422 when the key was used for another request.
-    pub async fn begin(&self, db: &Db, principal: &Principal) -> ApiResult<Begun> {
-        let mut tx = db.scoped(principal).await?;
+    pub async fn begin(&self, caller: &Caller) -> ApiResult<Begun> {
+        let principal = caller.principal();
+        let mut tx = caller.begin().await?;
         let Some(claim) = &self.0 else {
             return Ok(Begun::Fresh(tx));
         };

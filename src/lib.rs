@@ -3,6 +3,7 @@
 //! [`app`] builds the complete router for a state and [`serve`] runs it on a listener until the
 //! shutdown future resolves, so tests start the real server on port 0.
 
+pub mod access;
 pub mod auth;
 pub mod config;
 pub mod conversations;

@@ -14,7 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::auth::{Principal, Scope};
+use crate::access::Reader;
 use crate::conversations::search::{ChatSearchRequest, search_messages};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
@@ -193,13 +193,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 pub async fn recall(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Json(request): Json<RecallRequest>,
 ) -> ApiResult<axum::Json<RecallResults>> {
-    principal.require(Scope::Read)?;
     TextQuery::parse("query", &request.query)?;
     let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let results = recall_in(
         &mut tx,
         &request,

@@ -10,6 +10,7 @@ use super::batch::{self, Batch, NewMessage};
 use super::model::{ChatRequest, ChatResponse, StoredMessage};
 use super::store::{self, Archived, WindowMessage, WindowRead};
 use super::{context, summary, tools, window};
+use crate::access::Caller;
 use crate::auth::Principal;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
@@ -179,7 +180,7 @@ fn turn_view(
 }
 
 /// Validates the request, stores its new messages and compiles the working memory.
-pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) -> ApiResult<Turn> {
+pub async fn prepare(state: &AppState, caller: &Caller, req: ChatRequest) -> ApiResult<Turn> {
     let session_id = batch::session_or_new(req.session_id.as_deref())?;
     let agent = batch::agent(req.agent_id.as_deref())?;
     // The agent's long-term notes go into the context, so it must be a valid notes agent name.
@@ -215,8 +216,8 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
         Some(q) => crate::search::prepare(state, None, q).await?,
         None => (crate::search::SearchMode::Keyword, None),
     };
-    let mut tx = state.db.scoped(principal).await?;
-    let (version, window) = read_window(state, principal, &mut tx, &session_id).await?;
+    let mut tx = caller.begin().await?;
+    let (version, window) = read_window(state, caller, &mut tx, &session_id).await?;
     let earlier = if version.is_some() {
         store::summary_state(&mut tx, &session_id).await?
     } else {
@@ -257,14 +258,14 @@ pub async fn prepare(state: &AppState, principal: &Principal, req: ChatRequest) 
     if let Some(archived) = &archived {
         remember_archive(
             state,
-            principal,
+            caller,
             &session_id,
             Some((version, window.clone())),
             &batch,
             archived,
         );
         if !archived.new_ids.is_empty() {
-            summary::schedule(state, principal, &session_id);
+            summary::schedule(state, caller, &session_id);
         }
     }
     let (window, fresh) = turn_view(window, &batch, archived.as_ref());
@@ -403,7 +404,7 @@ async fn ask(
 /// server-sent events (`delta`, `tool_call`, `tool_result`); the caller sends `done`.
 pub async fn respond(
     state: &AppState,
-    principal: &Principal,
+    caller: &Caller,
     llm: &LlmClient,
     turn: Turn,
     events: Option<mpsc::Sender<Event>>,
@@ -446,7 +447,7 @@ pub async fn respond(
                     .data(serde_json::to_string(call).unwrap_or_default()),
             )
             .await;
-            let output = tools::execute(state, principal, &turn.agent, call).await;
+            let output = tools::execute(state, caller, &turn.agent, call).await;
             let data = serde_json::json!({ "tool_call_id": call.id, "content": output });
             send(
                 events,
@@ -478,10 +479,10 @@ pub async fn respond(
         messages: stored,
         ..Batch::default()
     };
-    let mut tx = state.db.scoped(principal).await?;
+    let mut tx = caller.begin().await?;
     let cached = state
         .window_cache
-        .get(&principal.tenant_id, &principal.user_id, &turn.session_id)
+        .get(&caller.tenant_id, &caller.user_id, &turn.session_id)
         .map(|(v, m)| (Some(v), m));
     let archived = store::archive(
         &mut tx,
@@ -492,15 +493,8 @@ pub async fn respond(
     )
     .await?;
     tx.commit().await?;
-    remember_archive(
-        state,
-        principal,
-        &turn.session_id,
-        cached,
-        &batch,
-        &archived,
-    );
-    summary::schedule(state, principal, &turn.session_id);
+    remember_archive(state, caller, &turn.session_id, cached, &batch, &archived);
+    summary::schedule(state, caller, &turn.session_id);
 
     let mut out: Vec<StoredMessage> = batch
         .messages

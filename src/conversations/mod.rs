@@ -30,7 +30,7 @@ use self::model::{
     ArchiveRequest, ArchiveResponse, BeaconRequest, ChatRequest, ChatResponse, ContextResponse,
     MessagePage, MessageQuery, SessionPage, SessionQuery,
 };
-use crate::auth::{Principal, Scope};
+use crate::access::{Caller, Reader, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query, parse_json};
 use crate::idempotency::{Begun, Idempotency};
@@ -245,13 +245,12 @@ async fn read_limited(req: Request, limit: usize) -> ApiResult<Bytes> {
 
 async fn archive(
     state: &AppState,
-    principal: &Principal,
+    caller: &Caller,
     session_id: Option<&str>,
     agent_id: Option<&str>,
     messages: Option<&[model::IncomingMessage]>,
     idem: &Idempotency,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     let session_id = batch::session_or_new(session_id)?;
     let agent = batch::agent(agent_id)?;
     let Some(messages) = messages else {
@@ -267,9 +266,9 @@ async fn archive(
     )?;
     let before = state
         .window_cache
-        .get(&principal.tenant_id, &principal.user_id, &session_id)
+        .get(&caller.tenant_id, &caller.user_id, &session_id)
         .map(|(v, m)| (Some(v), m));
-    let mut tx = match idem.begin(&state.db, principal).await? {
+    let mut tx = match idem.begin(caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -290,9 +289,9 @@ async fn archive(
         duplicates: archived.duplicates,
     };
     let response = idem.commit(tx, axum::Json(answer)).await?;
-    chat::remember_archive(state, principal, &session_id, before, &batch, &archived);
+    chat::remember_archive(state, caller, &session_id, before, &batch, &archived);
     if !archived.new_ids.is_empty() {
-        summary::schedule(state, principal, &session_id);
+        summary::schedule(state, caller, &session_id);
     }
     Ok(response)
 }
@@ -323,13 +322,13 @@ async fn archive(
 )]
 pub async fn archive_messages(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     idem: Idempotency,
     LimitedJson(req): LimitedJson<ArchiveRequest>,
 ) -> ApiResult<Response> {
     archive(
         &state,
-        &principal,
+        &caller,
         req.session_id.as_deref(),
         req.agent_id.as_deref(),
         req.messages_batch.as_deref(),
@@ -380,11 +379,11 @@ pub async fn archive_beacon(State(state): State<AppState>, req: Request) -> ApiR
         .and_then(|o| o.remove("access_token"))
         .and_then(|t| t.as_str().map(str::to_owned))
         .ok_or_else(|| ApiError::unauthorized("the beacon body has no `access_token`"))?;
-    let principal = state.verifier.verify(&token).await?;
+    let caller = Writer::new(state.db.clone(), state.verifier.verify(&token).await?)?;
     let req: ArchiveRequest = parse_json(value.to_string().as_bytes())?;
     archive(
         &state,
-        &principal,
+        &caller,
         req.session_id.as_deref(),
         req.agent_id.as_deref(),
         req.messages_batch.as_deref(),
@@ -436,13 +435,12 @@ fn decode_cursor(cursor: Option<&str>) -> ApiResult<Option<(DateTime<Utc>, Strin
 )]
 pub async fn list_sessions(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Query(query): Query<SessionQuery>,
 ) -> ApiResult<axum::Json<SessionPage>> {
-    principal.require(Scope::Read)?;
     let limit = page_limit(query.limit, 50, 200)?;
     let after = decode_cursor(query.cursor.as_deref())?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let mut items = store::sessions(
         &mut tx,
         state.config.conversations.retention(),
@@ -475,11 +473,10 @@ pub async fn list_sessions(
 )]
 pub async fn session_messages(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(session_id): Path<String>,
     Query(query): Query<MessageQuery>,
 ) -> ApiResult<axum::Json<MessagePage>> {
-    principal.require(Scope::Read)?;
     let limit = page_limit(query.limit, 100, 500)?;
     let after = match decode_cursor(query.cursor.as_deref())? {
         Some((at, seq)) => Some((
@@ -491,7 +488,7 @@ pub async fn session_messages(
         None => None,
     };
     let order = query.order.unwrap_or_default();
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let retention = state.config.conversations.retention();
     if !store::session_exists(&mut tx, retention, &session_id).await? {
         return Err(ApiError::not_found(format!("no session `{session_id}`")));
@@ -524,11 +521,10 @@ pub async fn session_messages(
 )]
 pub async fn get_session(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(session_id): Path<String>,
 ) -> ApiResult<axum::Json<model::Session>> {
-    principal.require(Scope::Read)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let session =
         store::session(&mut tx, state.config.conversations.retention(), &session_id).await?;
     tx.end_read_only();
@@ -550,16 +546,15 @@ pub async fn get_session(
 )]
 pub async fn delete_session(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(session_id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    principal.require(Scope::Write)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let deleted = store::delete_session(&mut tx, &session_id).await?;
     tx.commit().await?;
     state
         .window_cache
-        .remove(&principal.tenant_id, &principal.user_id, &session_id);
+        .remove(&caller.tenant_id, &caller.user_id, &session_id);
     if deleted {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -588,13 +583,12 @@ pub async fn delete_session(
 )]
 pub async fn search_chat(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Json(request): Json<search::ChatSearchRequest>,
 ) -> ApiResult<axum::Json<search::ChatSearchResults>> {
-    principal.require(Scope::Read)?;
     search::filters(&request, None)?;
     let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let results = search::search_messages(
         &mut tx,
         &request,
@@ -630,11 +624,10 @@ pub async fn search_chat(
 )]
 pub async fn chat_context(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     LimitedJson(req): LimitedJson<ChatRequest>,
 ) -> ApiResult<axum::Json<ContextResponse>> {
-    principal.require(Scope::Write)?;
-    let turn = chat::prepare(&state, &principal, req).await?;
+    let turn = chat::prepare(&state, &caller, req).await?;
     Ok(axum::Json(ContextResponse {
         session_id: turn.session_id,
         agent_id: turn.agent,
@@ -676,11 +669,10 @@ pub async fn chat_context(
 )]
 pub async fn chat(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     headers: HeaderMap,
     LimitedJson(req): LimitedJson<ChatRequest>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     let Some(llm) = state.llm.clone() else {
         return Err(ApiError::unavailable(
             "no model is configured (set MNEMO_LLM_BASE_URL and MNEMO_LLM_MODEL); \
@@ -692,14 +684,14 @@ pub async fn chat(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
-    let turn = chat::prepare(&state, &principal, req).await?;
+    let turn = chat::prepare(&state, &caller, req).await?;
     if !streaming {
-        let response = chat::respond(&state, &principal, &llm, turn, None).await?;
+        let response = chat::respond(&state, &caller, &llm, turn, None).await?;
         return Ok(axum::Json(response).into_response());
     }
     let (sender, receiver) = tokio::sync::mpsc::channel::<Event>(64);
     state.jobs.clone().spawn(async move {
-        let last = match chat::respond(&state, &principal, &llm, turn, Some(sender.clone())).await {
+        let last = match chat::respond(&state, &caller, &llm, turn, Some(sender.clone())).await {
             Ok(response) => Event::default()
                 .event("done")
                 .data(serde_json::to_string(&response).unwrap_or_default()),

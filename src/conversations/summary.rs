@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{LazyLock, Mutex};
 
 use super::store;
-use crate::auth::Principal;
+use crate::access::Caller;
 use crate::error::ApiResult;
 use crate::llm::{ChatMessage, LlmClient};
 use crate::state::AppState;
@@ -526,13 +526,13 @@ pub fn prompt(previous: Option<&str>, since: &[Line]) -> (String, String) {
 /// refresh reads and writes in its own transactions. One refresh per session at a time in this
 /// process: a burst of archives starts one, which looks again once it has stored a summary (the
 /// archives it skipped may have made the next one due).
-pub fn schedule(state: &AppState, principal: &Principal, session_id: &str) {
+pub fn schedule(state: &AppState, caller: &Caller, session_id: &str) {
     if state.config.conversations.chat_summary_every == 0 {
         return;
     }
     let key = (
-        principal.tenant_id.clone(),
-        principal.user_id.clone(),
+        caller.tenant_id.clone(),
+        caller.user_id.clone(),
         session_id.to_owned(),
     );
     if !IN_FLIGHT
@@ -542,12 +542,12 @@ pub fn schedule(state: &AppState, principal: &Principal, session_id: &str) {
         return;
     }
     let state = state.clone();
-    let principal = principal.clone();
+    let caller = caller.clone();
     let session_id = session_id.to_owned();
     state.jobs.clone().spawn(async move {
         let _running = Running(key);
         for _ in 0..3 {
-            match refresh(&state, &principal, &session_id).await {
+            match refresh(&state, &caller, &session_id).await {
                 Ok(true) => continue,
                 Ok(false) => break,
                 Err(err) => {
@@ -578,7 +578,7 @@ impl Drop for Running {
 
 /// Recomputes and stores the summary when `MNEMO_CHAT_SUMMARY_EVERY` messages or more arrived
 /// since the one stored; true when a new one was stored.
-pub async fn refresh(state: &AppState, principal: &Principal, session_id: &str) -> ApiResult<bool> {
+pub async fn refresh(state: &AppState, caller: &Caller, session_id: &str) -> ApiResult<bool> {
     let every = i64::from(state.config.conversations.chat_summary_every);
     if every == 0 {
         return Ok(false);
@@ -588,7 +588,7 @@ pub async fn refresh(state: &AppState, principal: &Principal, session_id: &str) 
         .conversations
         .history_retention_days
         .and_then(|d| i32::try_from(d).ok());
-    let mut tx = state.db.scoped(principal).await?;
+    let mut tx = caller.begin().await?;
     let Some(current) = store::summary_state(&mut tx, session_id).await? else {
         tx.end_read_only();
         return Ok(false);
@@ -622,7 +622,7 @@ pub async fn refresh(state: &AppState, principal: &Principal, session_id: &str) 
         None => digest(&lines),
     };
     let summary: String = summary.chars().take(MAX_SUMMARY_CHARS).collect();
-    let mut tx = state.db.scoped(principal).await?;
+    let mut tx = caller.begin().await?;
     let stored = store::set_summary(&mut tx, session_id, &summary, current.message_count).await?;
     tx.commit().await?;
     Ok(stored)

@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::auth::{Principal, Scope};
+use crate::access::{Reader, Writer};
 use crate::error::{ApiError, ApiResult, Problem};
 use crate::extract::{Json, Path, Query, parse_json, too_large};
 use crate::idempotency::{Begun, Idempotency};
@@ -195,14 +195,13 @@ fn new_memory(input: MemoryInput) -> NewMemory {
 )]
 pub async fn create_memory(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     idem: Idempotency,
     UploadJson(input): UploadJson<MemoryInput>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     let limits = Limits::of(&state);
     let prepared = store::prepare(new_memory(input), &limits).await?;
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -235,11 +234,10 @@ pub async fn create_memory(
 )]
 pub async fn put_memory(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(key): Path<String>,
     UploadJson(input): UploadJson<MemoryInput>,
 ) -> ApiResult<(StatusCode, axum::Json<StoredMemory>)> {
-    principal.require(Scope::Write)?;
     if input.key.as_deref().is_some_and(|k| k != key) {
         return Err(ApiError::invalid(
             "key",
@@ -250,7 +248,7 @@ pub async fn put_memory(
     let mut new = new_memory(input);
     new.key = Some(key.clone());
     let prepared = store::prepare(new, &limits).await?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let stored = store::upsert(&mut tx, &key, &prepared).await?;
     tx.commit().await?;
     let status = if stored.status == StoreStatus::Created {
@@ -331,15 +329,14 @@ fn raw_page(page: MemoryPage) -> Response {
 )]
 pub async fn get_memory(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(key): Path<String>,
     Query(query): Query<PageQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Read)?;
     let limits = Limits::of(&state);
     let request = store::page_request(&query, &limits)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let page = store::retrieve_memory(
         &mut tx,
         &key,
@@ -372,13 +369,11 @@ pub async fn get_memory(
     security(("bearer" = []))
 )]
 pub async fn grep_memory(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(key): Path<String>,
     Query(query): Query<GrepQuery>,
 ) -> ApiResult<axum::Json<GrepResult>> {
-    principal.require(Scope::Read)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let result = store::grep_memory(&mut tx, &key, &query).await?;
     tx.commit().await?;
     Ok(axum::Json(result))
@@ -396,12 +391,10 @@ pub async fn grep_memory(
     security(("bearer" = []))
 )]
 pub async fn list_memories(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Query(query): Query<ListQuery>,
 ) -> ApiResult<axum::Json<MemoryList>> {
-    principal.require(Scope::Read)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let list = store::list_memories(&mut tx, &query).await?;
     tx.commit().await?;
     Ok(axum::Json(list))
@@ -429,12 +422,11 @@ pub async fn list_memories(
 )]
 pub async fn search_memories(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Json(request): Json<SearchRequest>,
 ) -> ApiResult<axum::Json<SearchResults>> {
-    principal.require(Scope::Read)?;
     let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let results = store::search_memory(&mut tx, &request, mode, vector.as_ref()).await?;
     tx.commit().await?;
     Ok(axum::Json(results))
@@ -454,13 +446,11 @@ pub async fn search_memories(
     security(("bearer" = []))
 )]
 pub async fn delete_memory(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(key): Path<String>,
     Query(query): Query<DeleteQuery>,
 ) -> ApiResult<StatusCode> {
-    principal.require(Scope::Write)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::delete_memory(&mut tx, &key, query.hard.unwrap_or(false)).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
@@ -490,11 +480,10 @@ pub async fn delete_memory(
 )]
 pub async fn capture(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     idem: Idempotency,
     UploadJson(input): UploadJson<CaptureInput>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     let limits = Limits::of(&state);
     let prepared = store::prepare_capture(input, &limits).await?;
     // Without a key, an output returned inline needs no transaction. With one, it is recorded
@@ -503,7 +492,7 @@ pub async fn capture(
         let result = store::finish_capture(None, prepared).await?;
         return Ok((StatusCode::OK, axum::Json(result)).into_response());
     }
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };

@@ -18,6 +18,7 @@ use clap::Args;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::access::{Caller, Reader, Writer};
 use crate::auth::{Principal, Scope};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
@@ -125,7 +126,7 @@ fn with_etag<T: serde::Serialize>(version: i64, body: T) -> Response {
 /// Runs one operation in its own scoped transaction, honouring `idem`.
 async fn run(
     state: &AppState,
-    principal: &Principal,
+    principal: Principal,
     agent_name: &str,
     request: NotesOperationRequest,
     headers: &HeaderMap,
@@ -136,14 +137,14 @@ async fn run(
     } else {
         Scope::Write
     };
-    principal.require(scope)?;
+    let caller = Caller::new(state.db.clone(), principal, scope)?;
     operations::validate_agent_name(agent_name)?;
     let expected = if request.operation == Operation::Read {
         None
     } else {
         if_match(headers)?
     };
-    let mut tx = match idem.begin(&state.db, principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -172,14 +173,12 @@ async fn run(
     security(("bearer" = []))
 )]
 pub async fn get_notes(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(agent_name): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Read)?;
     operations::validate_agent_name(&agent_name)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let current = store::read_notes(&mut tx, &agent_name).await?;
     tx.commit().await?;
     let unchanged = headers
@@ -245,7 +244,7 @@ pub async fn put_notes(
     };
     run(
         &state,
-        &principal,
+        principal,
         &agent_name,
         request,
         &headers,
@@ -284,7 +283,7 @@ pub async fn delete_notes(
     };
     run(
         &state,
-        &principal,
+        principal,
         &agent_name,
         request,
         &headers,
@@ -352,7 +351,7 @@ pub async fn notes_operation(
     idem: Idempotency,
     Json(request): Json<NotesOperationRequest>,
 ) -> ApiResult<Response> {
-    run(&state, &principal, &agent_name, request, &headers, &idem).await
+    run(&state, principal, &agent_name, request, &headers, &idem).await
 }
 
 /// List the kept revisions, newest first.
@@ -373,12 +372,10 @@ pub async fn notes_operation(
     security(("bearer" = []))
 )]
 pub async fn list_revisions(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(agent_name): Path<String>,
     Query(query): Query<RevisionListQuery>,
 ) -> ApiResult<axum::Json<RevisionPage>> {
-    principal.require(Scope::Read)?;
     operations::validate_agent_name(&agent_name)?;
     let limit = query.limit.unwrap_or(50);
     if !(1..=200).contains(&limit) {
@@ -392,7 +389,7 @@ pub async fn list_revisions(
         .as_deref()
         .map(crate::pagination::decode::<i64>)
         .transpose()?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let mut items = store::list_revisions(&mut tx, &agent_name, limit, before).await?;
     tx.commit().await?;
     let next_cursor = if items.len() > usize::try_from(limit).unwrap_or(usize::MAX) {
@@ -422,13 +419,11 @@ pub async fn list_revisions(
     security(("bearer" = []))
 )]
 pub async fn get_revision(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path((agent_name, version)): Path<(String, i64)>,
 ) -> ApiResult<axum::Json<Revision>> {
-    principal.require(Scope::Read)?;
     operations::validate_agent_name(&agent_name)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let revision = store::get_revision(&mut tx, &agent_name, version).await?;
     tx.commit().await?;
     Ok(axum::Json(revision))
@@ -457,15 +452,14 @@ pub async fn get_revision(
 )]
 pub async fn restore_revision(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path((agent_name, version)): Path<(String, i64)>,
     headers: HeaderMap,
     idem: Idempotency,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     operations::validate_agent_name(&agent_name)?;
     let expected = if_match(&headers)?;
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::layout::*;
-use crate::auth::Principal;
+use crate::access::Caller;
 use crate::conversations::transfer::{
     self as conversations, BatchRecord, MessageRecord, SessionRecord,
 };
@@ -546,7 +546,7 @@ fn count(n: usize) -> u64 {
 }
 
 /// Restores the archive in `body` into `principal`'s account; answers what it restored.
-pub async fn run(state: &AppState, principal: &Principal, body: Body) -> ApiResult<Counts> {
+pub async fn run(state: &AppState, caller: &Caller, body: Body) -> ApiResult<Counts> {
     let limits = Limits::of(state);
     let over = Arc::new(AtomicBool::new(false));
     let seen = over.clone();
@@ -588,7 +588,7 @@ pub async fn run(state: &AppState, principal: &Principal, body: Body) -> ApiResu
         max_plan_steps: state.config.tasks.max_plan_steps,
         max_parts: state.config.tasks.step_max_parts,
     };
-    let mut tx = state.db.scoped(principal).await?;
+    let mut tx = caller.begin().await?;
     let mut manifest: Option<Manifest> = None;
     let mut got = Counts::default();
     // Exported message counts, set once the messages are restored (which count themselves).

@@ -27,6 +27,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::access::{Reader, Writer};
 use crate::auth::{Principal, Scope};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
@@ -116,19 +117,15 @@ pub fn router() -> OpenApiRouter<AppState> {
     ),
     security(("bearer" = []))
 )]
-pub async fn export_account(
-    State(state): State<AppState>,
-    principal: Principal,
-) -> ApiResult<Response> {
-    principal.require(Scope::Read)?;
+pub async fn export_account(State(state): State<AppState>, caller: Reader) -> ApiResult<Response> {
     let permit = state.exports.clone().try_acquire_owned().map_err(|_| {
         ApiError::unavailable(format!(
             "{} account exports are streaming already (MNEMO_ACCOUNT_EXPORTS_AT_ONCE); retry shortly",
             state.config.rights.account_exports_at_once
         ))
     })?;
-    let mut tx = state.db.snapshot(&principal).await?;
-    let manifest = export::manifest(&mut tx, &principal.tenant_id, &principal.user_id).await?;
+    let mut tx = caller.snapshot().await?;
+    let manifest = export::manifest(&mut tx, &caller.tenant_id, &caller.user_id).await?;
     let filename = format!(
         "mnemo-export-{}.tar.gz",
         manifest.created_at.format("%Y%m%dT%H%M%SZ")
@@ -176,10 +173,9 @@ pub struct ImportResult {
 )]
 pub async fn import_account(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     request: Request,
 ) -> ApiResult<(StatusCode, axum::Json<ImportResult>)> {
-    principal.require(Scope::Write)?;
     let cap = state.config.rights.account_import_max_bytes;
     let declared = request
         .headers()
@@ -192,7 +188,7 @@ pub async fn import_account(
         ))
         .with("limit_bytes", cap));
     }
-    let imported = import::run(&state, &principal, request.into_body()).await?;
+    let imported = import::run(&state, &caller, request.into_body()).await?;
     Ok((StatusCode::CREATED, axum::Json(ImportResult { imported })))
 }
 
@@ -219,27 +215,26 @@ pub struct EraseQuery {
 )]
 pub async fn erase_account(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Query(query): Query<EraseQuery>,
 ) -> ApiResult<axum::Json<Erased>> {
-    principal.require(Scope::Write)?;
-    if query.confirm.as_deref() != Some(principal.user_id.as_str()) {
+    if query.confirm.as_deref() != Some(caller.user_id.as_str()) {
         return Err(ApiError::invalid(
             "confirm",
             "erasing everything needs `confirm` set to your user id (the `user_id` of GET /api/me)",
         ));
     }
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let deleted = erase::erase(&mut tx, Reach::User).await?;
     tx.commit().await?;
     state
         .window_cache
-        .remove_all(&principal.tenant_id, Some(&principal.user_id));
+        .remove_all(&caller.tenant_id, Some(&caller.user_id));
     let total = deleted.values().sum();
     tracing::info!(total, "account erased");
     Ok(axum::Json(Erased {
-        tenant_id: principal.tenant_id,
-        user_id: Some(principal.user_id),
+        tenant_id: caller.tenant_id.clone(),
+        user_id: Some(caller.user_id.clone()),
         deleted,
         total,
     }))

@@ -24,6 +24,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use crate::access::{Caller, Reader, Writer};
 use crate::auth::{Principal, Scope};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
@@ -318,11 +319,10 @@ async fn note_change(
 )]
 pub async fn register_task(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     idem: Idempotency,
     Json(body): Json<RegisterTask>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     let name = required_text("name", &body.name, 1000)?;
     let steps = body
         .plan
@@ -332,7 +332,7 @@ pub async fn register_task(
         .map_err(plan_error)?;
     let metadata = Value::Object(body.metadata.clone().unwrap_or_default());
     let id = Uuid::now_v7();
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -375,14 +375,12 @@ pub async fn register_task(
     security(("bearer" = []))
 )]
 pub async fn list_tasks(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Query(query): Query<TaskQuery>,
 ) -> ApiResult<axum::Json<TaskPage>> {
-    principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 50, 200)?;
     let before = store::decode_cursor::<Uuid>(query.cursor.as_deref())?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let (items, more) = store::list_tasks(
         &mut tx,
         query.status,
@@ -411,13 +409,8 @@ pub async fn list_tasks(
     ),
     security(("bearer" = []))
 )]
-pub async fn delete_task(
-    State(state): State<AppState>,
-    principal: Principal,
-    Path(id): Path<Uuid>,
-) -> ApiResult<StatusCode> {
-    principal.require(Scope::Write)?;
-    let mut tx = state.db.scoped(&principal).await?;
+pub async fn delete_task(caller: Writer, Path(id): Path<Uuid>) -> ApiResult<StatusCode> {
+    let mut tx = caller.begin().await?;
     // Every table under a task references it with ON DELETE CASCADE.
     let deleted = sqlx::query(
         "DELETE FROM tasks
@@ -445,13 +438,8 @@ pub async fn delete_task(
     ),
     security(("bearer" = []))
 )]
-pub async fn get_task(
-    State(state): State<AppState>,
-    principal: Principal,
-    Path(id): Path<Uuid>,
-) -> ApiResult<axum::Json<TaskDetail>> {
-    principal.require(Scope::Read)?;
-    let mut tx = state.db.scoped(&principal).await?;
+pub async fn get_task(caller: Reader, Path(id): Path<Uuid>) -> ApiResult<axum::Json<TaskDetail>> {
+    let mut tx = caller.begin().await?;
     let row = store::get_task(&mut tx, id).await?;
     let detail = detail(&mut tx, &row).await?;
     tx.end_read_only();
@@ -479,17 +467,16 @@ pub async fn get_task(
 )]
 pub async fn patch_task(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(id): Path<Uuid>,
     Json(body): Json<PatchTask>,
 ) -> ApiResult<axum::Json<TaskDetail>> {
-    principal.require(Scope::Write)?;
     let name = body
         .name
         .as_deref()
         .map(|n| required_text("name", n, 1000).map(str::to_owned))
         .transpose()?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let row = store::lock_task(&mut tx, id).await?;
     let change =
         lifecycle::apply(row.phase(), row.status(), body.phase, body.status).map_err(illegal)?;
@@ -524,7 +511,7 @@ pub async fn patch_task(
     let detail = detail(&mut tx, &saved).await?;
     tx.commit().await?;
     if let Some((seq, covered)) = appended {
-        summary::schedule(&state, &principal, id, seq, covered);
+        summary::schedule(&state, &caller, id, seq, covered);
     }
     Ok(axum::Json(detail))
 }
@@ -578,7 +565,11 @@ pub async fn update_task(
         .map(|q| required_text("query", q, 10_000))
         .transpose()?;
     let writes = message.is_some() || body.status.is_some();
-    principal.require(if writes { Scope::Write } else { Scope::Read })?;
+    let caller = Caller::new(
+        state.db.clone(),
+        principal,
+        if writes { Scope::Write } else { Scope::Read },
+    )?;
     if !writes && !idem.is_active() {
         let Some(query) = query else {
             return Err(ApiError::invalid(
@@ -586,10 +577,10 @@ pub async fn update_task(
                 "give at least one of `message`, `status` and `query`",
             ));
         };
-        let (answer, row) = answer_query(&state, &principal, id, query).await?;
+        let (answer, row) = answer_query(&state, &caller, id, query).await?;
         return Ok(axum::Json(update_result(&row, None, Some(answer))).into_response());
     }
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -637,7 +628,7 @@ pub async fn update_task(
         tx.commit().await?;
         let (answer, row) = match query {
             Some(query) => {
-                let (answer, row) = answer_query(&state, &principal, id, query).await?;
+                let (answer, row) = answer_query(&state, &caller, id, query).await?;
                 (Some(answer), row)
             }
             None => (None, row),
@@ -645,7 +636,7 @@ pub async fn update_task(
         axum::Json(update_result(&row, message_seq, answer)).into_response()
     };
     if let Some((seq, covered)) = latest {
-        summary::schedule(&state, &principal, id, seq, covered);
+        summary::schedule(&state, &caller, id, seq, covered);
     }
     Ok(response)
 }
@@ -681,11 +672,11 @@ fn update_result(
 /// The transaction ends before the model is asked.
 async fn answer_query(
     state: &AppState,
-    principal: &Principal,
+    caller: &Caller,
     id: Uuid,
     query: &str,
 ) -> ApiResult<(QueryAnswer, TaskRow)> {
-    let mut tx = state.db.scoped(principal).await?;
+    let mut tx = caller.begin().await?;
     let row = store::get_task(&mut tx, id).await?;
     let loaded = summary::load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
     tx.end_read_only();
@@ -750,13 +741,12 @@ async fn ask(
 )]
 pub async fn query_task(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(id): Path<Uuid>,
     Json(body): Json<QueryTask>,
 ) -> ApiResult<axum::Json<QueryAnswer>> {
-    principal.require(Scope::Read)?;
     let query = required_text("query", &body.query, 10_000)?;
-    let (answer, _) = answer_query(&state, &principal, id, query).await?;
+    let (answer, _) = answer_query(&state, &caller, id, query).await?;
     Ok(axum::Json(answer))
 }
 
@@ -781,12 +771,11 @@ pub async fn query_task(
 )]
 pub async fn put_plan(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(id): Path<Uuid>,
     idem: Idempotency,
     Json(body): Json<PutPlan>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     let steps =
         plan::parse(&body.plan, "plan", state.config.tasks.max_plan_steps).map_err(plan_error)?;
     let reason = body
@@ -794,7 +783,7 @@ pub async fn put_plan(
         .as_deref()
         .map(|r| required_text("reason", r, 10_000))
         .transpose()?;
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -838,7 +827,7 @@ pub async fn put_plan(
         .ok_or_else(|| store::task_not_found(id))?;
     let response = idem.commit(tx, axum::Json(plan)).await?;
     if let Some((seq, covered)) = latest {
-        summary::schedule(&state, &principal, id, seq, covered);
+        summary::schedule(&state, &caller, id, seq, covered);
     }
     Ok(response)
 }
@@ -854,12 +843,10 @@ pub async fn put_plan(
     security(("bearer" = []))
 )]
 pub async fn list_plans(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(id): Path<Uuid>,
 ) -> ApiResult<axum::Json<PlanVersions>> {
-    principal.require(Scope::Read)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let row = store::get_task(&mut tx, id).await?;
     let versions = store::plan_versions(&mut tx, id, row.plan_version).await?;
     tx.end_read_only();
@@ -877,12 +864,10 @@ pub async fn list_plans(
     security(("bearer" = []))
 )]
 pub async fn get_plan(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path((id, version)): Path<(Uuid, i32)>,
 ) -> ApiResult<axum::Json<Plan>> {
-    principal.require(Scope::Read)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::get_task(&mut tx, id).await?;
     let plan = store::plan(&mut tx, id, version)
         .await?
@@ -907,12 +892,11 @@ pub async fn get_plan(
 )]
 pub async fn patch_item(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path((id, ordinal)): Path<(Uuid, i32)>,
     Json(body): Json<PatchItem>,
 ) -> ApiResult<axum::Json<PlanItem>> {
-    principal.require(Scope::Write)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let row = store::lock_task(&mut tx, id).await?;
     let item = store::set_item_status(&mut tx, id, row.plan_version, ordinal, body.status)
         .await?
@@ -928,7 +912,7 @@ pub async fn patch_item(
     let appended = note_change(&mut tx, &row, &change).await?;
     tx.commit().await?;
     if let Some((seq, covered)) = appended {
-        summary::schedule(&state, &principal, id, seq, covered);
+        summary::schedule(&state, &caller, id, seq, covered);
     }
     Ok(axum::Json(item))
 }
@@ -947,15 +931,13 @@ pub async fn patch_item(
     security(("bearer" = []))
 )]
 pub async fn post_action(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path((id, ordinal)): Path<(Uuid, i32)>,
     idem: Idempotency,
     Json(body): Json<NewAction>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     required_text("summary", &body.summary, 10_000)?;
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -983,15 +965,13 @@ pub async fn post_action(
     security(("bearer" = []))
 )]
 pub async fn list_actions(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path((id, ordinal)): Path<(Uuid, i32)>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<ActionPage>> {
-    principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 100, 500)?;
     let after = store::decode_cursor::<Uuid>(query.cursor.as_deref())?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let row = store::get_task(&mut tx, id).await?;
     let counts = store::item_counts(&mut tx, id, row.plan_version).await?;
     if ordinal < 1 || i64::from(ordinal) > counts.items {
@@ -1019,16 +999,14 @@ pub async fn list_actions(
     security(("bearer" = []))
 )]
 pub async fn patch_action(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path((id, action_id)): Path<(Uuid, Uuid)>,
     Json(body): Json<PatchAction>,
 ) -> ApiResult<axum::Json<Action>> {
-    principal.require(Scope::Write)?;
     if let Some(summary) = &body.summary {
         required_text("summary", summary, 10_000)?;
     }
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::get_task(&mut tx, id).await?;
     let action = store::patch_action(&mut tx, id, action_id, &body)
         .await?
@@ -1051,15 +1029,13 @@ pub async fn patch_action(
     security(("bearer" = []))
 )]
 pub async fn post_action_log(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path((id, action_id)): Path<(Uuid, Uuid)>,
     idem: Idempotency,
     Json(body): Json<NewActionLog>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     required_text("log_type", &body.log_type, 100)?;
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -1083,15 +1059,13 @@ pub async fn post_action_log(
     security(("bearer" = []))
 )]
 pub async fn list_action_logs(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path((id, action_id)): Path<(Uuid, Uuid)>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<ActionLogPage>> {
-    principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 100, 500)?;
     let after = store::decode_cursor::<Uuid>(query.cursor.as_deref())?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::get_task(&mut tx, id).await?;
     if !store::action_exists(&mut tx, id, action_id).await? {
         return Err(ApiError::not_found(format!(
@@ -1123,12 +1097,11 @@ pub async fn list_action_logs(
 )]
 pub async fn post_events(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(id): Path<Uuid>,
     idem: Idempotency,
     Json(body): Json<NewEvents>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     let max = state.config.tasks.max_batch_events;
     if body.events.is_empty() {
         return Err(ApiError::invalid("events", "`events` must not be empty"));
@@ -1162,7 +1135,7 @@ pub async fn post_events(
             ));
         }
     }
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -1190,15 +1163,13 @@ pub async fn post_events(
     security(("bearer" = []))
 )]
 pub async fn list_events(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<EventQuery>,
 ) -> ApiResult<axum::Json<EventPage>> {
-    principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 100, 500)?;
     let after = store::decode_cursor::<i64>(query.cursor.as_deref())?.unwrap_or(0);
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::events(&mut tx, id, &query, after, limit).await?;
     tx.end_read_only();
@@ -1228,16 +1199,15 @@ pub async fn list_events(
 )]
 pub async fn post_message(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(id): Path<Uuid>,
     idem: Idempotency,
     Json(body): Json<NewMessage>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     let content = required_text("content", &body.content, 100_000)?;
     let role = body.role.unwrap_or(Role::Agent);
     let msg_type = body.msg_type.unwrap_or(MsgType::Text);
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -1280,7 +1250,7 @@ pub async fn post_message(
     let response = idem
         .commit(tx, (StatusCode::CREATED, axum::Json(message)))
         .await?;
-    summary::schedule(&state, &principal, id, seq, covered);
+    summary::schedule(&state, &caller, id, seq, covered);
     Ok(response)
 }
 
@@ -1296,15 +1266,13 @@ pub async fn post_message(
     security(("bearer" = []))
 )]
 pub async fn list_messages(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<MessagePage>> {
-    principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 100, 500)?;
     let after = store::decode_cursor::<i32>(query.cursor.as_deref())?.unwrap_or(0);
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::messages(&mut tx, id, after, limit).await?;
     tx.end_read_only();
@@ -1328,15 +1296,13 @@ pub async fn list_messages(
     security(("bearer" = []))
 )]
 pub async fn post_snapshot(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(id): Path<Uuid>,
     idem: Idempotency,
     Json(body): Json<NewSnapshot>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     required_text("label", &body.label, 200)?;
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -1359,15 +1325,13 @@ pub async fn post_snapshot(
     security(("bearer" = []))
 )]
 pub async fn list_snapshots(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<SnapshotPage>> {
-    principal.require(Scope::Read)?;
     let limit = store::page_size(query.limit, 100, 500)?;
     let after = store::decode_cursor::<i32>(query.cursor.as_deref())?.unwrap_or(0);
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::snapshots(&mut tx, id, after, limit).await?;
     tx.end_read_only();

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::digest::{self, Digest, TaskFacts};
 use super::prompt;
 use super::store::{self, TaskRow};
-use crate::auth::Principal;
+use crate::access::Caller;
 use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::llm::{ChatMessage, LlmClient};
@@ -61,7 +61,7 @@ pub async fn load_digest(tx: &mut Scoped, row: &TaskRow, recent: usize) -> ApiRe
 /// summary covers. Returns at once; the refresh runs in its own transactions.
 pub fn schedule(
     state: &AppState,
-    principal: &Principal,
+    caller: &Caller,
     task_id: Uuid,
     message_count: i32,
     covered: i32,
@@ -79,10 +79,10 @@ pub fn schedule(
         return;
     }
     let state = state.clone();
-    let principal = principal.clone();
+    let caller = caller.clone();
     state.jobs.clone().spawn(async move {
         let _running = Running(task_id);
-        if let Err(err) = refresh(&state, &principal, task_id).await {
+        if let Err(err) = refresh(&state, &caller, task_id).await {
             tracing::warn!(%task_id, error = %err, "running summary refresh failed");
         }
     });
@@ -103,8 +103,8 @@ impl Drop for Running {
 static IN_FLIGHT: LazyLock<Mutex<HashSet<Uuid>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
 
 /// Recomputes and stores the running summary; false when a newer one was stored meanwhile.
-pub async fn refresh(state: &AppState, principal: &Principal, task_id: Uuid) -> ApiResult<bool> {
-    let mut tx = state.db.scoped(principal).await?;
+pub async fn refresh(state: &AppState, caller: &Caller, task_id: Uuid) -> ApiResult<bool> {
+    let mut tx = caller.begin().await?;
     let row = store::get_task(&mut tx, task_id).await?;
     let loaded = load_digest(&mut tx, &row, state.config.tasks.digest_recent).await?;
     tx.end_read_only();
@@ -127,7 +127,7 @@ pub async fn refresh(state: &AppState, principal: &Principal, task_id: Uuid) -> 
         }
         None => digest::summary(&loaded.digest),
     };
-    let mut tx = state.db.scoped(principal).await?;
+    let mut tx = caller.begin().await?;
     let stored = store::set_running_summary(&mut tx, task_id, &summary, covers).await?;
     tx.commit().await?;
     Ok(stored)

@@ -72,7 +72,7 @@ pub(super) fn tools() -> Vec<Tool> {
                     match input.key.clone() {
                         Some(key) => ok(crate::memories::put_memory(
                             state,
-                            c.principal.clone(),
+                            c.writer()?,
                             Path(key),
                             UploadJson(input),
                         )
@@ -80,7 +80,7 @@ pub(super) fn tools() -> Vec<Tool> {
                         None => {
                             crate::memories::create_memory(
                                 state,
-                                c.principal.clone(),
+                                c.writer()?,
                                 Idempotency::none(),
                                 UploadJson(input),
                             )
@@ -114,7 +114,7 @@ pub(super) fn tools() -> Vec<Tool> {
                     let query: PageQuery = c.parse()?;
                     crate::memories::get_memory(
                         State(c.state.clone()),
-                        c.principal.clone(),
+                        c.reader()?,
                         Path(key),
                         Query(query),
                         HeaderMap::new(),
@@ -144,13 +144,7 @@ pub(super) fn tools() -> Vec<Tool> {
                     c.alias("memory_key", "key")?;
                     let key = c.take_string("key")?;
                     let query: GrepQuery = c.parse()?;
-                    ok(crate::memories::grep_memory(
-                        State(c.state.clone()),
-                        c.principal.clone(),
-                        Path(key),
-                        Query(query),
-                    )
-                    .await)
+                    ok(crate::memories::grep_memory(c.reader()?, Path(key), Query(query)).await)
                 }
                 .boxed()
             },
@@ -175,7 +169,7 @@ pub(super) fn tools() -> Vec<Tool> {
                     let request: SearchRequest = c.parse()?;
                     ok(crate::memories::search_memories(
                         State(c.state.clone()),
-                        c.principal.clone(),
+                        c.reader()?,
                         Json(request),
                     )
                     .await)
@@ -207,7 +201,7 @@ pub(super) fn tools() -> Vec<Tool> {
                     let input: CaptureInput = c.parse()?;
                     crate::memories::capture(
                         State(c.state.clone()),
-                        c.principal.clone(),
+                        c.writer()?,
                         Idempotency::none(),
                         UploadJson(input),
                     )
@@ -283,7 +277,7 @@ pub(super) fn tools() -> Vec<Tool> {
                     let body: RegisterTask = c.parse()?;
                     crate::tasks::register_task(
                         State(c.state.clone()),
-                        c.principal.clone(),
+                        c.writer()?,
                         Idempotency::none(),
                         Json(body),
                     )
@@ -347,7 +341,7 @@ pub(super) fn tools() -> Vec<Tool> {
                     let body: QueryTask = c.parse()?;
                     ok(crate::tasks::query_task(
                         State(c.state.clone()),
-                        c.principal.clone(),
+                        c.reader()?,
                         Path(id),
                         Json(body),
                     )
@@ -376,7 +370,7 @@ pub(super) fn tools() -> Vec<Tool> {
                     let body: NewStep = c.parse()?;
                     crate::tasks::workspace::append_step(
                         State(c.state.clone()),
-                        c.principal.clone(),
+                        c.writer()?,
                         Path(id),
                         Idempotency::none(),
                         Json(body),
@@ -414,21 +408,15 @@ pub(super) fn tools() -> Vec<Tool> {
                         None => None,
                     };
                     let body: TaskSearchRequest = c.parse()?;
-                    let state = State(c.state.clone());
+                    let caller = c.reader()?;
                     match id {
-                        Some(id) => ok(crate::tasks::workspace::search_task(
-                            state,
-                            c.principal.clone(),
-                            Path(id),
-                            Json(body),
-                        )
-                        .await),
-                        None => ok(crate::tasks::workspace::search_all(
-                            state,
-                            c.principal.clone(),
-                            Json(body),
-                        )
-                        .await),
+                        Some(id) => {
+                            ok(
+                                crate::tasks::workspace::search_task(caller, Path(id), Json(body))
+                                    .await,
+                            )
+                        }
+                        None => ok(crate::tasks::workspace::search_all(caller, Json(body)).await),
                     }
                 }
                 .boxed()
@@ -487,12 +475,10 @@ pub(super) fn tools() -> Vec<Tool> {
             run: |mut c| {
                 async move {
                     let request: RecallRequest = c.parse()?;
-                    ok(crate::recall::recall(
-                        State(c.state.clone()),
-                        c.principal.clone(),
-                        Json(request),
+                    ok(
+                        crate::recall::recall(State(c.state.clone()), c.reader()?, Json(request))
+                            .await,
                     )
-                    .await)
                 }
                 .boxed()
             },
@@ -544,13 +530,9 @@ async fn read_artifact(mut c: Call<'_>) -> Result<Response, ApiError> {
         header::RANGE,
         HeaderValue::from_str(&range).map_err(|e| ApiError::Internal(e.into()))?,
     );
-    let response = crate::tasks::workspace::read_artifact(
-        State(c.state.clone()),
-        c.principal.clone(),
-        Path((task_id, artifact_id)),
-        headers,
-    )
-    .await?;
+    let response =
+        crate::tasks::workspace::read_artifact(c.reader()?, Path((task_id, artifact_id)), headers)
+            .await?;
     if !response.status().is_success() {
         return Ok(response);
     }

@@ -153,6 +153,16 @@ pub struct Call<'a> {
 }
 
 impl Call<'_> {
+    /// The caller as a reader of their data (403 without `memory:read`).
+    pub fn reader(&self) -> Result<crate::access::Reader, ApiError> {
+        crate::access::Reader::new(self.state.db.clone(), self.principal.clone())
+    }
+
+    /// The caller as a writer of their data (403 without `memory:write`).
+    pub fn writer(&self) -> Result<crate::access::Writer, ApiError> {
+        crate::access::Writer::new(self.state.db.clone(), self.principal.clone())
+    }
+
     /// Removes the string argument `name` (an identifier the REST route takes in its path).
     pub fn take_string(&mut self, name: &str) -> Result<String, ApiError> {
         match self.args.remove(name) {

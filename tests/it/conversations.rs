@@ -1114,10 +1114,13 @@ async fn session_summary_refreshes_without_a_model(pool: PgPool) {
     )
     .await;
     // Five messages are not enough: the refresh finds nothing due.
-    let due =
-        mnemo::conversations::summary::refresh(&app.state, &principal("t1", "alice"), "plain")
-            .await
-            .unwrap();
+    let due = mnemo::conversations::summary::refresh(
+        &app.state,
+        &mnemo::access::Writer::new(app.state.db.clone(), principal("t1", "alice")).unwrap(),
+        "plain",
+    )
+    .await
+    .unwrap();
     assert!(!due, "five of six");
     let detail = session_detail(&app, &token, "plain").await;
     assert!(detail["summary"].is_null(), "{detail}");

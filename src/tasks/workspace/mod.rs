@@ -33,7 +33,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::auth::{Principal, Scope};
+use crate::access::{Caller, Reader, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
@@ -190,12 +190,11 @@ fn same_step(existing: &Step, agent_name: &str, new_parts: &[Part]) -> bool {
 )]
 pub async fn append_step(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(id): Path<Uuid>,
     idem: Idempotency,
     Json(body): Json<NewStep>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     parts::check_name("agent_name", &body.agent_name)?;
     let step_id = match &body.step_id {
         Some(step_id) => {
@@ -206,7 +205,7 @@ pub async fn append_step(
     };
     let mut new_parts = body.parts;
     let refs = parts::check_parts(id, &mut new_parts, state.config.tasks.step_max_parts)?;
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -256,12 +255,10 @@ pub async fn append_step(
     security(("bearer" = []))
 )]
 pub async fn list_steps(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<StepQuery>,
 ) -> ApiResult<axum::Json<StepPage>> {
-    principal.require(Scope::Read)?;
     if let Some(recent) = query.recent {
         if query.cursor.is_some() {
             return Err(ApiError::invalid(
@@ -275,7 +272,7 @@ pub async fn list_steps(
                 "`recent` must be between 1 and 500",
             ));
         }
-        let mut tx = state.db.scoped(&principal).await?;
+        let mut tx = caller.begin().await?;
         store::require_task(&mut tx, id).await?;
         let items = store::recent_steps(&mut tx, id, recent).await?;
         tx.end_read_only();
@@ -286,7 +283,7 @@ pub async fn list_steps(
     }
     let limit = page_size(query.limit, 50, 500)?;
     let after = cursor_position::<i32>(query.cursor.as_deref())?.unwrap_or(0);
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::require_task(&mut tx, id).await?;
     let (items, more) = store::steps_after(&mut tx, id, after, limit).await?;
     tx.end_read_only();
@@ -319,19 +316,17 @@ pub async fn list_steps(
     security(("bearer" = []))
 )]
 pub async fn put_config(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(id): Path<Uuid>,
     Json(body): Json<Value>,
 ) -> ApiResult<(StatusCode, axum::Json<TaskConfigSnapshot>)> {
-    principal.require(Scope::Write)?;
     if !body.is_object() {
         return Err(ApiError::invalid(
             "",
             "the configuration snapshot must be a JSON object",
         ));
     }
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::require_task(&mut tx, id).await?;
     let (snapshot, created) = store::put_config(&mut tx, id, &body, None).await?;
     if created {
@@ -357,12 +352,10 @@ pub async fn put_config(
     security(("bearer" = []))
 )]
 pub async fn get_config(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(id): Path<Uuid>,
 ) -> ApiResult<axum::Json<TaskConfigSnapshot>> {
-    principal.require(Scope::Read)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::require_task(&mut tx, id).await?;
     let snapshot = store::get_config(&mut tx, id).await?;
     tx.end_read_only();
@@ -415,13 +408,12 @@ fn media_type(value: &str) -> ApiResult<String> {
 )]
 pub async fn upload_artifact(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(id): Path<Uuid>,
     Query(query): Query<UploadQuery>,
     idem: Idempotency,
     request: Request,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     let cap = state.config.tasks.artifact_max_bytes;
     let content_type = request
         .headers()
@@ -448,7 +440,7 @@ pub async fn upload_artifact(
         parts::check_name("name", name)?;
     }
     let sha = import::sha256_hex(&bytes);
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -536,15 +528,13 @@ async fn read_multipart(
     security(("bearer" = []))
 )]
 pub async fn list_artifacts(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<ArtifactPage>> {
-    principal.require(Scope::Read)?;
     let limit = page_size(query.limit, 50, 200)?;
     let after = cursor_position::<Uuid>(query.cursor.as_deref())?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::require_task(&mut tx, id).await?;
     let (items, more) = store::artifacts_after(&mut tx, id, after, limit).await?;
     tx.end_read_only();
@@ -582,13 +572,11 @@ fn header_value(text: &str) -> ApiResult<HeaderValue> {
     security(("bearer" = []))
 )]
 pub async fn read_artifact(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path((id, artifact_id)): Path<(Uuid, Uuid)>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Read)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let artifact = store::artifact(&mut tx, id, artifact_id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("task {id} has no artifact {artifact_id}")))?;
@@ -701,12 +689,10 @@ fn is_active_type(mime: &str) -> bool {
     security(("bearer" = []))
 )]
 pub async fn delete_artifact(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path((id, artifact_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
-    principal.require(Scope::Write)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::touch_task(&mut tx, id).await?;
     if let Some(step_id) = store::artifact_referrer(&mut tx, id, artifact_id).await? {
         return Err(ApiError::conflict(format!(
@@ -749,14 +735,12 @@ fn search_params(body: &SearchRequest) -> ApiResult<(i64, i64)> {
 }
 
 async fn run_search(
-    state: &AppState,
-    principal: &Principal,
+    caller: &Caller,
     task: Option<Uuid>,
     body: &SearchRequest,
 ) -> ApiResult<SearchPage> {
-    principal.require(Scope::Read)?;
     let (offset, limit) = search_params(body)?;
-    let mut tx = state.db.scoped(principal).await?;
+    let mut tx = caller.begin().await?;
     if let Some(id) = task {
         store::require_task(&mut tx, id).await?;
     }
@@ -784,14 +768,11 @@ async fn run_search(
     security(("bearer" = []))
 )]
 pub async fn search_task(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(id): Path<Uuid>,
     Json(body): Json<SearchRequest>,
 ) -> ApiResult<axum::Json<SearchPage>> {
-    Ok(axum::Json(
-        run_search(&state, &principal, Some(id), &body).await?,
-    ))
+    Ok(axum::Json(run_search(&caller, Some(id), &body).await?))
 }
 
 /// The same search over all of the caller's tasks.
@@ -805,13 +786,10 @@ pub async fn search_task(
     security(("bearer" = []))
 )]
 pub async fn search_all(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Json(body): Json<SearchRequest>,
 ) -> ApiResult<axum::Json<SearchPage>> {
-    Ok(axum::Json(
-        run_search(&state, &principal, None, &body).await?,
-    ))
+    Ok(axum::Json(run_search(&caller, None, &body).await?))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -833,13 +811,11 @@ pub async fn search_all(
     security(("bearer" = []))
 )]
 pub async fn create_wait(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path(id): Path<Uuid>,
     idem: Idempotency,
     Json(body): Json<NewWait>,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     waits::check_new_wait(
         body.target_type.trim(),
         body.target_id.trim(),
@@ -847,7 +823,7 @@ pub async fn create_wait(
         body.timeout_seconds,
         body.poll_interval,
     )?;
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
@@ -876,15 +852,13 @@ pub async fn create_wait(
     security(("bearer" = []))
 )]
 pub async fn list_waits(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<WaitPage>> {
-    principal.require(Scope::Read)?;
     let limit = page_size(query.limit, 50, 200)?;
     let after = cursor_position::<Uuid>(query.cursor.as_deref())?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     store::require_task(&mut tx, id).await?;
     let (items, more) = store::waits_after(&mut tx, id, after, limit).await?;
     tx.end_read_only();
@@ -909,12 +883,10 @@ pub async fn list_waits(
     security(("bearer" = []))
 )]
 pub async fn get_wait(
-    State(state): State<AppState>,
-    principal: Principal,
+    caller: Reader,
     Path((id, wait_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<axum::Json<Wait>> {
-    principal.require(Scope::Read)?;
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let wait = store::wait(&mut tx, id, wait_id).await?;
     tx.end_read_only();
     wait.map(axum::Json)
@@ -944,11 +916,10 @@ pub async fn get_wait(
 )]
 pub async fn resolve_wait(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Path((id, wait_id)): Path<(Uuid, Uuid)>,
     Json(body): Json<ResolveWait>,
 ) -> ApiResult<axum::Json<Wait>> {
-    principal.require(Scope::Write)?;
     if body
         .result_message
         .as_ref()
@@ -959,7 +930,7 @@ pub async fn resolve_wait(
             "`result_message` is longer than 10000 characters",
         ));
     }
-    let mut tx = state.db.scoped(&principal).await?;
+    let mut tx = caller.begin().await?;
     let metadata = store::lock_metadata(&mut tx, id).await?;
     let wait = store::lock_wait(&mut tx, id, wait_id)
         .await?
@@ -979,7 +950,7 @@ pub async fn resolve_wait(
     tx.commit().await?;
     summary::schedule(
         &state,
-        &principal,
+        &caller,
         id,
         ended.message_count,
         ended.summary_covers,
@@ -1028,13 +999,8 @@ fn timed_out(wait: &Wait, wanted: WaitStatus) -> ApiError {
     ),
     security(("bearer" = []))
 )]
-pub async fn export_task(
-    State(state): State<AppState>,
-    principal: Principal,
-    Path(id): Path<Uuid>,
-) -> ApiResult<Response> {
-    principal.require(Scope::Read)?;
-    let mut tx = state.db.scoped(&principal).await?;
+pub async fn export_task(caller: Reader, Path(id): Path<Uuid>) -> ApiResult<Response> {
+    let mut tx = caller.begin().await?;
     let bundle = transfer::load(&mut tx, id).await?;
     tx.end_read_only();
     let mtime = u64::try_from(bundle.metadata.timestamps.last_updated_at.timestamp()).unwrap_or(0);
@@ -1077,12 +1043,11 @@ pub async fn export_task(
 )]
 pub async fn import_task(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Writer,
     Query(query): Query<ImportQuery>,
     idem: Idempotency,
     request: Request,
 ) -> ApiResult<Response> {
-    principal.require(Scope::Write)?;
     let config = &state.config.tasks;
     let body = read_body(request.into_body(), config.import_max_bytes, "archive").await?;
     let limits = import::Limits {
@@ -1119,7 +1084,7 @@ pub async fn import_task(
         max_plan_steps: config.max_plan_steps,
         max_parts: config.step_max_parts,
     };
-    let mut tx = match idem.begin(&state.db, &principal).await? {
+    let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
