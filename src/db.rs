@@ -7,6 +7,44 @@
 //! values transaction-locally, so row-level security applies even when the pool logs in as a
 //! superuser, and a query that forgets its `WHERE user_id` still sees only the caller's rows.
 //!
+//! # Types
+//! A request's statements run on a [`Scoped`], which only [`Db`] makes and which does not hand
+//! out its connection; the pool inside [`Db`] is private, and `clippy.toml` forbids opening pools,
+//! connections or transactions anywhere but here. So store functions, which take `&mut Scoped`,
+//! cannot run outside a tenant scope. This compiles:
+//!
+//! ```no_run
+//! # async fn f(db: &mnemo::db::Db, caller: &mnemo::auth::Principal, id: uuid::Uuid) {
+//! let mut tx = db.scoped(caller).await.unwrap();
+//! let task = mnemo::tasks::store::get_task(&mut tx, id).await.unwrap();
+//! # }
+//! ```
+//!
+//! and the same call on a pool's connection does not (`expected &mut Scoped`):
+//!
+//! ```compile_fail,E0308
+//! # async fn f(pool: &sqlx::PgPool, id: uuid::Uuid) {
+//! let mut conn = pool.acquire().await.unwrap();
+//! let task = mnemo::tasks::store::get_task(&mut conn, id).await.unwrap();
+//! # }
+//! ```
+//!
+//! nor does reaching for the pool of a [`Db`] (a private field), or for the connection inside
+//! a [`Scoped`] (no `Deref`):
+//!
+//! ```compile_fail,E0616
+//! # async fn f(db: &mnemo::db::Db) {
+//! let mut conn = db.pool.acquire().await.unwrap();
+//! # }
+//! ```
+//!
+//! ```compile_fail,E0614
+//! # async fn f(db: &mnemo::db::Db, caller: &mnemo::auth::Principal) {
+//! let mut tx = db.scoped(caller).await.unwrap();
+//! let conn: &mut sqlx::PgConnection = &mut *tx;
+//! # }
+//! ```
+//!
 //! # Cost
 //! `BEGIN`, then one prepared statement with the three `set_config` calls (the ids are bind
 //! parameters), then the request's statements, then `COMMIT`. Sending `BEGIN` and the settings as
@@ -14,6 +52,9 @@
 //! on every request; on a CPU-bound server the prepared form measured 42% more throughput (README,
 //! Benchmarks). Read-only requests end without waiting for the rollback. The pool does not ping on
 //! acquire (it pings on release, off the request's path).
+
+// The one module that may open pools, connections and transactions (see `clippy.toml`).
+#![allow(clippy::disallowed_methods)]
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -7,6 +7,10 @@
     clippy::panic,
     reason = "test helpers fail loudly on setup errors"
 )]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests play another replica or inspect rows through the test database's own pool"
+)]
 
 mod chat_updates;
 mod cli;
