@@ -8,6 +8,11 @@ use mnemo::config::{Config, redact_url};
 use mnemo::{AppState, db};
 use tracing_subscriber::EnvFilter;
 
+/// jemalloc, which hands memory back to the system once a burst is over (glibc's allocator keeps
+/// what a flood of connections took).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(name = "mnemo", version, about = "Memory service for LLM agents")]
 struct Cli {
