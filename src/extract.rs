@@ -6,6 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
+use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -50,6 +51,34 @@ pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes,
             ApiError::bad_request(format!("cannot read the request body: {rejection}"))
         }
     })
+}
+
+/// Reads the whole body of a route that sets its own limit (`what` names the body in the answer):
+/// 413 with `limit_bytes` when the declared `Content-Length` or the bytes read pass `limit`, 400
+/// when the body cannot be read.
+pub async fn read_limited(req: Request, limit: usize, what: &str) -> Result<Bytes, ApiError> {
+    let over = || {
+        ApiError::too_large(format!("the {what} is larger than {limit} bytes"))
+            .with("limit_bytes", limit)
+    };
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(over());
+    }
+    match http_body_util::Limited::new(req.into_body(), limit)
+        .collect()
+        .await
+    {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) if err.is::<http_body_util::LengthLimitError>() => Err(over()),
+        Err(err) => Err(ApiError::bad_request(format!(
+            "cannot read the request body: {err}"
+        ))),
+    }
 }
 
 pub fn too_large(limit: Option<usize>) -> ApiError {

@@ -495,7 +495,12 @@ fn document_operation(operation: &mut Operation) {
             }
             Some(RefOr::Ref(_)) => {}
             None => {
-                let mut text = doc.to_owned();
+                let mut text = if status == "422" {
+                    // Also the generic answer the shared layers document for a bad field.
+                    format!("a parameter or body field is invalid (`field` names it); or {doc}")
+                } else {
+                    doc.to_owned()
+                };
                 if let Some(first) = text.get_mut(..1) {
                     first.make_ascii_uppercase();
                 }

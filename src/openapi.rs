@@ -8,7 +8,7 @@
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{Operation, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
@@ -189,7 +189,8 @@ impl Shared {
     }
 }
 
-/// Adds the answers of the layers every route shares to each operation that lacks them: every
+/// Adds the bearer security requirement to every operation under `/api/`, and the answers of the
+/// layers every route shares to each operation that lacks them: every
 /// route may time out (408), every API route may find the database unavailable (503); one under
 /// bearer auth may be 401, 403 (a missing scope) and 429 (fair use); one with path or query parameters 422 (a parameter of the
 /// wrong type); one with a body 400 (unreadable) and 413 (too large), a JSON body also 415 and 422.
@@ -227,6 +228,14 @@ pub fn complete(spec: &mut utoipa::openapi::OpenApi) {
 }
 
 fn complete_operation(path: &str, operation: &mut Operation) {
+    // Every API route takes the bearer token (the beacon in its body, which the document
+    // describes the same way).
+    if path.starts_with("/api/") && operation.security.is_none() {
+        operation.security = Some(vec![SecurityRequirement::new(
+            "bearer",
+            Vec::<String>::new(),
+        )]);
+    }
     let mut shared = vec![&TIMEOUT];
     // Every API route reads or writes the database (the beacon too, which has no bearer header).
     if path.starts_with("/api/") {

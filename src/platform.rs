@@ -36,9 +36,7 @@ pub struct Me {
 #[utoipa::path(get, path = "/api/me", tag = "platform",
     responses(
         (status = 200, description = "The verified caller", body = Me),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn me(State(state): State<AppState>, principal: Principal) -> ApiResult<axum::Json<Me>> {
     let mut tx = state.db.scoped(&principal).await?;

@@ -183,13 +183,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = RecallRequest,
     responses(
         (status = 200, description = "Hits, best first", body = RecallResults),
-        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:read", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty or over-long query, bad kind, mode or filter (`field` names it)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn recall(
     State(state): State<AppState>,

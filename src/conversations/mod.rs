@@ -14,7 +14,6 @@ pub mod tools;
 pub mod transfer;
 pub mod window;
 
-use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -205,7 +204,12 @@ impl<T: DeserializeOwned> FromRequest<AppState> for LimitedJson<T> {
                 "expected a JSON body with `Content-Type: application/json`",
             ));
         }
-        let bytes = read_limited(req, state.config.conversations.archive_max_bytes).await?;
+        let bytes = crate::extract::read_limited(
+            req,
+            state.config.conversations.archive_max_bytes,
+            "batch",
+        )
+        .await?;
         parse_json(&bytes).map(LimitedJson)
     }
 }
@@ -218,29 +222,6 @@ fn mime(headers: &HeaderMap) -> String {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase()
-}
-
-/// Reads the body, answering 413 (naming `limit`) when it is larger.
-async fn read_limited(req: Request, limit: usize) -> ApiResult<Bytes> {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return Err(crate::extract::too_large(Some(limit)));
-    }
-    axum::body::to_bytes(req.into_body(), limit)
-        .await
-        .map_err(|err| {
-            let over = std::error::Error::source(&err)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            if over {
-                crate::extract::too_large(Some(limit))
-            } else {
-                ApiError::bad_request(format!("cannot read the request body: {err}"))
-            }
-        })
 }
 
 async fn archive(
@@ -311,14 +292,9 @@ async fn archive(
     request_body = ArchiveRequest,
     responses(
         (status = 200, description = "Stored; the session id and counts of new, updated, deleted and duplicate messages", body = ArchiveResponse),
-        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "More messages or bytes than MNEMO_ARCHIVE_MAX_MESSAGES / MNEMO_ARCHIVE_MAX_BYTES", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field, named in `field` (e.g. `messages_batch[3].sender`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn archive_messages(
     State(state): State<AppState>,
@@ -350,9 +326,7 @@ pub async fn archive_messages(
         description = "The archive JSON plus `access_token`, sent as text/plain (or application/json)"),
     responses(
         (status = 200, description = "Stored; as for archive_messages", body = ArchiveResponse),
-        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid `access_token`", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 64 KiB, or more messages than MNEMO_ARCHIVE_MAX_MESSAGES", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 415, description = "Neither text/plain nor application/json", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field, named in `field`", body = crate::error::Problem, content_type = "application/problem+json"),
@@ -370,7 +344,7 @@ pub async fn archive_beacon(State(state): State<AppState>, req: Request) -> ApiR
             "expected a text/plain or application/json body",
         ));
     }
-    let bytes = read_limited(req, BEACON_MAX_BYTES).await?;
+    let bytes = crate::extract::read_limited(req, BEACON_MAX_BYTES, "beacon").await?;
     // Parse the token first so that a bad token is 401 even when the batch is also bad.
     let mut value: Value = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
@@ -390,17 +364,6 @@ pub async fn archive_beacon(State(state): State<AppState>, req: Request) -> ApiR
         &Idempotency::none(),
     )
     .await
-}
-
-fn page_limit(limit: Option<i64>, default: i64, max: i64) -> ApiResult<i64> {
-    match limit {
-        None => Ok(default),
-        Some(n) if (1..=max).contains(&n) => Ok(n),
-        Some(_) => Err(ApiError::invalid(
-            "limit",
-            format!("`limit` must be between 1 and {max}"),
-        )),
-    }
 }
 
 /// Position of a list item: its time in microseconds and its key (session or message id).
@@ -427,18 +390,15 @@ fn decode_cursor(cursor: Option<&str>) -> ApiResult<Option<(DateTime<Utc>, Strin
     params(SessionQuery),
     responses(
         (status = 200, description = "A page of sessions", body = SessionPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:read", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad `limit` or `cursor`", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_sessions(
     State(state): State<AppState>,
     caller: Reader,
     Query(query): Query<SessionQuery>,
 ) -> ApiResult<axum::Json<SessionPage>> {
-    let limit = page_limit(query.limit, 50, 200)?;
+    let limit = crate::pagination::size(query.limit, 50, 200)?;
     let after = decode_cursor(query.cursor.as_deref())?;
     let mut tx = caller.begin().await?;
     let mut items = store::sessions(
@@ -464,12 +424,9 @@ pub async fn list_sessions(
     params(("session_id" = String, Path, description = "The session"), MessageQuery),
     responses(
         (status = 200, description = "A page of messages", body = MessagePage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:read", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session for this user", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad `order`, `limit` or `cursor`", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn session_messages(
     State(state): State<AppState>,
@@ -477,7 +434,7 @@ pub async fn session_messages(
     Path(session_id): Path<String>,
     Query(query): Query<MessageQuery>,
 ) -> ApiResult<axum::Json<MessagePage>> {
-    let limit = page_limit(query.limit, 100, 500)?;
+    let limit = crate::pagination::size(query.limit, 100, 500)?;
     let after = match decode_cursor(query.cursor.as_deref())? {
         Some((at, seq)) => Some((
             at,
@@ -513,11 +470,8 @@ pub async fn session_messages(
     params(("session_id" = String, Path, description = "The session")),
     responses(
         (status = 200, description = "The session", body = model::Session),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:read", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session for this user", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn get_session(
     State(state): State<AppState>,
@@ -538,11 +492,8 @@ pub async fn get_session(
     params(("session_id" = String, Path, description = "The session")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such session for this user", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn delete_session(
     State(state): State<AppState>,
@@ -573,13 +524,8 @@ pub async fn delete_session(
     request_body = search::ChatSearchRequest,
     responses(
         (status = 200, description = "Hits, best first", body = search::ChatSearchResults),
-        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:read", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty or over-long query, bad mode or filter (`field` names it)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn search_chat(
     State(state): State<AppState>,
@@ -613,14 +559,9 @@ pub async fn search_chat(
     request_body = ChatRequest,
     responses(
         (status = 200, description = "The compiled messages", body = ContextResponse),
-        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Too many messages or bytes", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field, named in `field` (e.g. `new_messages[0].timestamp`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn chat_context(
     State(state): State<AppState>,
@@ -656,16 +597,11 @@ pub async fn chat_context(
     responses(
         (status = 200, description = "The stored reply (JSON), or a server-sent event stream",
             content((ChatResponse = "application/json"), (String = "text/event-stream"))),
-        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Too many messages or bytes", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field, named in `field`", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 502, description = "The model endpoint failed", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 503, description = "No model configured (`fallback` names /api/chat/context)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn chat(
     State(state): State<AppState>,

@@ -183,15 +183,10 @@ fn new_memory(input: MemoryInput) -> NewMemory {
     request_body = MemoryInput,
     responses(
         (status = 201, description = "Stored", body = StoredMemory),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The key exists", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Content or body over the limit (`limit_bytes`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field (`field` names it)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn create_memory(
     State(state): State<AppState>,
@@ -222,15 +217,10 @@ pub async fn create_memory(
     responses(
         (status = 200, description = "Unchanged, updated or replaced (`status`)", body = StoredMemory),
         (status = 201, description = "Created", body = StoredMemory),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Concurrent writes to the key; retry", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Content or body over the limit (`limit_bytes`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field or key", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn put_memory(
     State(state): State<AppState>,
@@ -320,12 +310,9 @@ fn raw_page(page: MemoryPage) -> Response {
             (MemoryPage = "application/json"),
             (String = "text/plain"),
         )),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:read", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such memory (or soft-deleted without include_inactive)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad range parameter (`field` names it)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn get_memory(
     State(state): State<AppState>,
@@ -361,12 +348,9 @@ pub async fn get_memory(
     params(("key" = String, Path, description = "Memory key: 1 to 128 of `[A-Za-z0-9._:-]`", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$"), GrepQuery),
     responses(
         (status = 200, description = "Matches", body = GrepResult),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:read", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad pattern or parameter", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn grep_memory(
     caller: Reader,
@@ -384,11 +368,8 @@ pub async fn grep_memory(
     params(ListQuery),
     responses(
         (status = 200, description = "One page", body = MemoryList),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:read", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad filter, limit or cursor", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_memories(
     caller: Reader,
@@ -412,13 +393,8 @@ pub async fn list_memories(
     request_body = SearchRequest,
     responses(
         (status = 200, description = "Hits, best first", body = SearchResults),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:read", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty query or bad field", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn search_memories(
     State(state): State<AppState>,
@@ -438,12 +414,9 @@ pub async fn search_memories(
     params(("key" = String, Path, description = "Memory key: 1 to 128 of `[A-Za-z0-9._:-]`", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$"), DeleteQuery),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such memory", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad parameter", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn delete_memory(
     caller: Writer,
@@ -469,14 +442,8 @@ pub async fn delete_memory(
     responses(
         (status = 200, description = "Under the threshold: returned inline, nothing stored", body = CaptureResult),
         (status = 201, description = "Over the threshold: stored", body = CaptureResult),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Content or body over the limit (`limit_bytes`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn capture(
     State(state): State<AppState>,

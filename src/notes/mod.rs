@@ -166,11 +166,8 @@ async fn run(
         (status = 200, description = "The notes", body = Notes,
             headers(("ETag" = String, description = "The version in quotes: `\"7\"`"))),
         (status = 304, description = "Unchanged since the ETag in `If-None-Match`"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The token lacks `memory:read`", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid `agent_name` (`field`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn get_notes(
     caller: Reader,
@@ -220,15 +217,10 @@ pub async fn get_notes(
     responses(
         (status = 200, description = "Written; the new version", body = NotesOperationResponse,
             headers(("ETag" = String, description = "The new version in quotes"))),
-        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The token lacks `memory:write`", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 412, description = "`If-Match` is stale; `current_version` says the current one", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the route's limit", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field (`field`), or notes over the size cap", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn put_notes(
     State(state): State<AppState>,
@@ -264,12 +256,9 @@ pub async fn put_notes(
     responses(
         (status = 200, description = "Cleared; the new version", body = NotesOperationResponse,
             headers(("ETag" = String, description = "The new version in quotes"))),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The token lacks `memory:write`", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 412, description = "`If-Match` is stale; `current_version` says the current one", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid `agent_name` or `If-Match` (`field`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn delete_notes(
     State(state): State<AppState>,
@@ -331,17 +320,13 @@ pub async fn delete_notes(
     responses(
         (status = 200, description = "Done; the resulting notes, version and outcome", body = NotesOperationResponse,
             headers(("ETag" = String, description = "The (new) version in quotes"))),
-        (status = 400, description = "Malformed JSON", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token lacks `memory:write` (writes) or `memory:read` (read)", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No section matches `section_header`; `headings` lists the existing ones", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Several sections match; `matches` lists them with line numbers", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 412, description = "`If-Match` is stale; `current_version` says the current one", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the route's limit", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid or missing field (`field`), or notes over the size cap (`current_bytes`, `attempted_bytes`, `max_bytes`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn notes_operation(
     State(state): State<AppState>,
@@ -365,11 +350,8 @@ pub async fn notes_operation(
     ),
     responses(
         (status = 200, description = "A page of revisions", body = RevisionPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The token lacks `memory:read`", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid `agent_name`, `limit` or `cursor` (`field`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_revisions(
     caller: Reader,
@@ -411,12 +393,9 @@ pub async fn list_revisions(
     ),
     responses(
         (status = 200, description = "The revision with its text", body = Revision),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The token lacks `memory:read`", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "That version is not kept; `oldest_version`/`newest_version` say which are", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid `agent_name` (`field`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn get_revision(
     caller: Reader,
@@ -442,13 +421,10 @@ pub async fn get_revision(
     responses(
         (status = 200, description = "Restored; the new version", body = NotesOperationResponse,
             headers(("ETag" = String, description = "The new version in quotes"))),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The token lacks `memory:write`", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "That version is not kept", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 412, description = "`If-Match` is stale; `current_version` says the current one", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid `agent_name` or `If-Match` (`field`), or the revision is over the size cap", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn restore_revision(
     State(state): State<AppState>,

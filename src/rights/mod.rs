@@ -111,11 +111,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/api/me/export", tag = "data rights",
     responses(
         (status = 200, description = "The archive (Content-Disposition: attachment)", body = Vec<u8>, content_type = "application/gzip"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:read", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 503, description = "Too many exports are streaming; retry after Retry-After", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn export_account(State(state): State<AppState>, caller: Reader) -> ApiResult<Response> {
     let permit = state.exports.clone().try_acquire_owned().map_err(|_| {
@@ -163,13 +160,10 @@ pub struct ImportResult {
     request_body(content = Vec<u8>, description = "A .tar.gz from GET /api/me/export", content_type = "application/gzip"),
     responses(
         (status = 201, description = "Restored", body = ImportResult),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Something in the archive already exists in this account (`member`)", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body, the unpacked archive or a member is past a cap (`limit_bytes`)", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not an archive of this layout, or an invalid record (`member`, `line`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn import_account(
     State(state): State<AppState>,
@@ -207,11 +201,8 @@ pub struct EraseQuery {
     params(EraseQuery),
     responses(
         (status = 200, description = "Erased", body = Erased),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "`confirm` is missing or is not the caller's user id", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn erase_account(
     State(state): State<AppState>,
@@ -248,11 +239,9 @@ pub async fn erase_account(
     params(("tenant" = String, Path, description = "The tenant id (the caller's own)")),
     responses(
         (status = 200, description = "Erased", body = Erased),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 403, description = "The caller's own tenant, but the token lacks admin", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not the caller's tenant", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn erase_tenant(
     State(state): State<AppState>,

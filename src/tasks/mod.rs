@@ -30,6 +30,7 @@ use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
+use crate::pagination;
 use crate::state::AppState;
 use lifecycle::{Change, Illegal, Phase, Stamps, Status};
 use model::*;
@@ -310,12 +311,8 @@ async fn note_change(
     request_body = RegisterTask,
     responses(
         (status = 201, description = "The new task", body = TaskDetail),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid field (malformed plan: `field` is the JSON path)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn register_task(
     State(state): State<AppState>,
@@ -369,17 +366,14 @@ pub async fn register_task(
     params(TaskQuery),
     responses(
         (status = 200, description = "A page of tasks", body = TaskPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameter", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_tasks(
     caller: Reader,
     Query(query): Query<TaskQuery>,
 ) -> ApiResult<axum::Json<TaskPage>> {
-    let limit = store::page_size(query.limit, 50, 200)?;
-    let before = store::decode_cursor::<Uuid>(query.cursor.as_deref())?;
+    let limit = pagination::size(query.limit, 50, 200)?;
+    let before = pagination::position::<Uuid>(query.cursor.as_deref())?;
     let mut tx = caller.begin().await?;
     let (items, more) = store::list_tasks(
         &mut tx,
@@ -392,7 +386,7 @@ pub async fn list_tasks(
     .await?;
     tx.end_read_only();
     let next_cursor = more
-        .then(|| items.last().map(|t| store::encode_cursor(&t.id)))
+        .then(|| items.last().map(|t| pagination::encode(&t.id)))
         .flatten();
     Ok(axum::Json(TaskPage { items, next_cursor }))
 }
@@ -403,11 +397,8 @@ pub async fn list_tasks(
     params(("id" = Uuid, Path, description = "Task id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn delete_task(caller: Writer, Path(id): Path<Uuid>) -> ApiResult<StatusCode> {
     let mut tx = caller.begin().await?;
@@ -433,10 +424,8 @@ pub async fn delete_task(caller: Writer, Path(id): Path<Uuid>) -> ApiResult<Stat
     params(("id" = Uuid, Path, description = "Task id")),
     responses(
         (status = 200, description = "The task", body = TaskDetail),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn get_task(caller: Reader, Path(id): Path<Uuid>) -> ApiResult<axum::Json<TaskDetail>> {
     let mut tx = caller.begin().await?;
@@ -457,13 +446,9 @@ pub async fn get_task(caller: Reader, Path(id): Path<Uuid>) -> ApiResult<axum::J
     request_body = PatchTask,
     responses(
         (status = 200, description = "The updated task", body = TaskDetail),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Illegal transition; `allowed` lists the legal ones", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn patch_task(
     State(state): State<AppState>,
@@ -527,13 +512,9 @@ pub async fn patch_task(
     request_body = UpdateTask,
     responses(
         (status = 200, description = "What was done, and the answer when a query was asked", body = UpdateResult),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Illegal status transition", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn update_task(
     State(state): State<AppState>,
@@ -733,11 +714,8 @@ async fn ask(
     request_body = QueryTask,
     responses(
         (status = 200, description = "The answer and the digest it rests on", body = QueryAnswer),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn query_task(
     State(state): State<AppState>,
@@ -761,13 +739,10 @@ pub async fn query_task(
     request_body = PutPlan,
     responses(
         (status = 200, description = "The new plan version with its items", body = Plan),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The task is finished", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Malformed plan; `field` is the JSON path (`plan[1].steps[0].toolName`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn put_plan(
     State(state): State<AppState>,
@@ -837,10 +812,8 @@ pub async fn put_plan(
     params(("id" = Uuid, Path, description = "Task id")),
     responses(
         (status = 200, description = "The versions", body = PlanVersions),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_plans(
     caller: Reader,
@@ -858,10 +831,8 @@ pub async fn list_plans(
     params(("id" = Uuid, Path, description = "Task id"), ("version" = i32, Path, description = "Plan version (1-based)")),
     responses(
         (status = 200, description = "The plan version", body = Plan),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or version", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn get_plan(
     caller: Reader,
@@ -884,11 +855,9 @@ pub async fn get_plan(
     request_body = PatchItem,
     responses(
         (status = 200, description = "The item", body = PlanItem),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task, or no such step in the active plan", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid status", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn patch_item(
     State(state): State<AppState>,
@@ -923,12 +892,8 @@ pub async fn patch_item(
     request_body = NewAction,
     responses(
         (status = 201, description = "The action", body = Action),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or step", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn post_action(
     caller: Writer,
@@ -958,19 +923,16 @@ pub async fn post_action(
     params(("id" = Uuid, Path, description = "Task id"), ("ordinal" = i32, Path, description = "Step number, 1-based"), PageQuery),
     responses(
         (status = 200, description = "A page of actions", body = ActionPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or step", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameter", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_actions(
     caller: Reader,
     Path((id, ordinal)): Path<(Uuid, i32)>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<ActionPage>> {
-    let limit = store::page_size(query.limit, 100, 500)?;
-    let after = store::decode_cursor::<Uuid>(query.cursor.as_deref())?;
+    let limit = pagination::size(query.limit, 100, 500)?;
+    let after = pagination::position::<Uuid>(query.cursor.as_deref())?;
     let mut tx = caller.begin().await?;
     let row = store::get_task(&mut tx, id).await?;
     let counts = store::item_counts(&mut tx, id, row.plan_version).await?;
@@ -981,7 +943,7 @@ pub async fn list_actions(
         store::actions(&mut tx, id, row.plan_version, ordinal, after, limit).await?;
     tx.end_read_only();
     let next_cursor = more
-        .then(|| items.last().map(|a| store::encode_cursor(&a.id)))
+        .then(|| items.last().map(|a| pagination::encode(&a.id)))
         .flatten();
     Ok(axum::Json(ActionPage { items, next_cursor }))
 }
@@ -992,11 +954,8 @@ pub async fn list_actions(
     request_body = PatchAction,
     responses(
         (status = 200, description = "The action", body = Action),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or action", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn patch_action(
     caller: Writer,
@@ -1021,12 +980,8 @@ pub async fn patch_action(
     request_body = NewActionLog,
     responses(
         (status = 201, description = "The log entry", body = ActionLog),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or action", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn post_action_log(
     caller: Writer,
@@ -1052,19 +1007,16 @@ pub async fn post_action_log(
     params(("id" = Uuid, Path, description = "Task id"), ("action_id" = Uuid, Path, description = "Action id"), PageQuery),
     responses(
         (status = 200, description = "A page of log entries", body = ActionLogPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or action", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameter", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_action_logs(
     caller: Reader,
     Path((id, action_id)): Path<(Uuid, Uuid)>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<ActionLogPage>> {
-    let limit = store::page_size(query.limit, 100, 500)?;
-    let after = store::decode_cursor::<Uuid>(query.cursor.as_deref())?;
+    let limit = pagination::size(query.limit, 100, 500)?;
+    let after = pagination::position::<Uuid>(query.cursor.as_deref())?;
     let mut tx = caller.begin().await?;
     store::get_task(&mut tx, id).await?;
     if !store::action_exists(&mut tx, id, action_id).await? {
@@ -1075,7 +1027,7 @@ pub async fn list_action_logs(
     let (items, more) = store::action_logs(&mut tx, action_id, after, limit).await?;
     tx.end_read_only();
     let next_cursor = more
-        .then(|| items.last().map(|l| store::encode_cursor(&l.id)))
+        .then(|| items.last().map(|l| pagination::encode(&l.id)))
         .flatten();
     Ok(axum::Json(ActionLogPage { items, next_cursor }))
 }
@@ -1088,12 +1040,9 @@ pub async fn list_action_logs(
     request_body = NewEvents,
     responses(
         (status = 201, description = "Where the batch landed", body = Appended),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid event; `field` is its path (`events[3].status`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn post_events(
     State(state): State<AppState>,
@@ -1156,25 +1105,22 @@ pub async fn post_events(
     params(("id" = Uuid, Path, description = "Task id"), EventQuery),
     responses(
         (status = 200, description = "A page of events", body = EventPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameter", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_events(
     caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<EventQuery>,
 ) -> ApiResult<axum::Json<EventPage>> {
-    let limit = store::page_size(query.limit, 100, 500)?;
-    let after = store::decode_cursor::<i64>(query.cursor.as_deref())?.unwrap_or(0);
+    let limit = pagination::size(query.limit, 100, 500)?;
+    let after = pagination::position::<i64>(query.cursor.as_deref())?.unwrap_or(0);
     let mut tx = caller.begin().await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::events(&mut tx, id, &query, after, limit).await?;
     tx.end_read_only();
     let next_cursor = more
-        .then(|| items.last().map(|e| store::encode_cursor(&e.seq)))
+        .then(|| items.last().map(|e| pagination::encode(&e.seq)))
         .flatten();
     Ok(axum::Json(EventPage { items, next_cursor }))
 }
@@ -1190,12 +1136,8 @@ pub async fn list_events(
     responses(
         (status = 201, description = "The message", body = Message),
         (status = 200, description = "A `stuck` message inside the cooldown after the last one: suppressed, nothing stored", body = StuckSuppressed),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn post_message(
     State(state): State<AppState>,
@@ -1259,25 +1201,22 @@ pub async fn post_message(
     params(("id" = Uuid, Path, description = "Task id"), PageQuery),
     responses(
         (status = 200, description = "A page of messages", body = MessagePage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameter", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_messages(
     caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<MessagePage>> {
-    let limit = store::page_size(query.limit, 100, 500)?;
-    let after = store::decode_cursor::<i32>(query.cursor.as_deref())?.unwrap_or(0);
+    let limit = pagination::size(query.limit, 100, 500)?;
+    let after = pagination::position::<i32>(query.cursor.as_deref())?.unwrap_or(0);
     let mut tx = caller.begin().await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::messages(&mut tx, id, after, limit).await?;
     tx.end_read_only();
     let next_cursor = more
-        .then(|| items.last().map(|m| store::encode_cursor(&m.seq)))
+        .then(|| items.last().map(|m| pagination::encode(&m.seq)))
         .flatten();
     Ok(axum::Json(MessagePage { items, next_cursor }))
 }
@@ -1288,12 +1227,8 @@ pub async fn list_messages(
     request_body = NewSnapshot,
     responses(
         (status = 201, description = "The snapshot", body = Snapshot),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn post_snapshot(
     caller: Writer,
@@ -1318,25 +1253,22 @@ pub async fn post_snapshot(
     params(("id" = Uuid, Path, description = "Task id"), PageQuery),
     responses(
         (status = 200, description = "A page of snapshots", body = SnapshotPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameter", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_snapshots(
     caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<SnapshotPage>> {
-    let limit = store::page_size(query.limit, 100, 500)?;
-    let after = store::decode_cursor::<i32>(query.cursor.as_deref())?.unwrap_or(0);
+    let limit = pagination::size(query.limit, 100, 500)?;
+    let after = pagination::position::<i32>(query.cursor.as_deref())?.unwrap_or(0);
     let mut tx = caller.begin().await?;
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::snapshots(&mut tx, id, after, limit).await?;
     tx.end_read_only();
     let next_cursor = more
-        .then(|| items.last().map(|s| store::encode_cursor(&s.seq)))
+        .then(|| items.last().map(|s| pagination::encode(&s.seq)))
         .flatten();
     Ok(axum::Json(SnapshotPage { items, next_cursor }))
 }

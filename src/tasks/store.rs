@@ -94,36 +94,6 @@ pub fn task_not_found(id: Uuid) -> ApiError {
     ApiError::not_found(format!("no task {id}"))
 }
 
-/// Opaque cursor text for a position (the shared codec of [`crate::pagination`]).
-pub fn encode_cursor<T: serde::Serialize>(position: &T) -> String {
-    crate::pagination::encode(position)
-}
-
-/// Reads a cursor made by [`encode_cursor`]; anything else is 422 naming `cursor`.
-pub fn decode_cursor<T: serde::de::DeserializeOwned>(cursor: Option<&str>) -> ApiResult<Option<T>> {
-    cursor.map(crate::pagination::decode).transpose()
-}
-
-/// The page size: `limit` within 1..=`max`, else 422.
-pub fn page_size(limit: Option<i64>, default: i64, max: i64) -> ApiResult<i64> {
-    match limit {
-        None => Ok(default),
-        Some(n) if (1..=max).contains(&n) => Ok(n),
-        Some(_) => Err(ApiError::invalid(
-            "limit",
-            format!("`limit` must be between 1 and {max}"),
-        )),
-    }
-}
-
-/// Splits a fetched `limit + 1` rows into the page and whether more follow.
-fn paged<T>(mut rows: Vec<T>, limit: i64) -> (Vec<T>, bool) {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let more = rows.len() > limit;
-    rows.truncate(limit);
-    (rows, more)
-}
-
 pub async fn insert_task(
     tx: &mut Scoped,
     id: Uuid,
@@ -553,7 +523,7 @@ pub async fn messages(
     .bind(limit + 1)
     .fetch_all(tx)
     .await?;
-    let (rows, more) = paged(rows, limit);
+    let (rows, more) = crate::pagination::split(rows, limit);
     Ok((
         rows.into_iter()
             .map(|r| Message {
@@ -688,7 +658,7 @@ pub async fn events(
     .bind(limit + 1)
     .fetch_all(tx)
     .await?;
-    let (rows, more) = paged(rows, limit);
+    let (rows, more) = crate::pagination::split(rows, limit);
     Ok((
         rows.into_iter()
             .map(|r| Event {
@@ -756,7 +726,7 @@ pub async fn snapshots(
     .bind(limit + 1)
     .fetch_all(tx)
     .await?;
-    let (rows, more) = paged(rows, limit);
+    let (rows, more) = crate::pagination::split(rows, limit);
     Ok((
         rows.into_iter()
             .map(|(seq, label, content, is_summarized, timestamp)| Snapshot {
@@ -794,7 +764,7 @@ pub async fn list_tasks(
     .bind(include_archived)
     .fetch_all(tx)
     .await?;
-    let (rows, more) = paged(rows, limit);
+    let (rows, more) = crate::pagination::split(rows, limit);
     Ok((rows.iter().map(TaskRow::to_task).collect(), more))
 }
 
@@ -908,7 +878,7 @@ pub async fn actions(
     .bind(limit + 1)
     .fetch_all(tx)
     .await?;
-    let (rows, more) = paged(rows, limit);
+    let (rows, more) = crate::pagination::split(rows, limit);
     Ok((rows.into_iter().map(Action::from).collect(), more))
 }
 
@@ -968,7 +938,7 @@ pub async fn action_logs(
     .bind(limit + 1)
     .fetch_all(tx)
     .await?;
-    let (rows, more) = paged(rows, limit);
+    let (rows, more) = crate::pagination::split(rows, limit);
     Ok((
         rows.into_iter()
             .map(|(id, log_type, content, created_at)| ActionLog {

@@ -65,10 +65,8 @@ pub struct ToolCallRequest {
     params(ToolsQuery),
     responses(
         (status = 200, description = "The tools", body = ToolList),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown format", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_tools(
     _principal: Principal,
@@ -96,15 +94,11 @@ pub async fn list_tools(
     request_body = ToolCallRequest,
     responses(
         (status = 200, description = "What the tool answered (`is_error` when it refused)", body = ToolResult),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The token lacks the tool's scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No tool of that name", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit (`limit_bytes`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Arguments that do not fit the tool's schema (`field` names the argument)", body = Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn call_tool(
     State(state): State<AppState>,

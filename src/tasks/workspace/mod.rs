@@ -27,7 +27,6 @@ use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use http_body_util::BodyExt;
 use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -37,6 +36,7 @@ use crate::access::{Caller, Reader, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
+use crate::pagination;
 use crate::state::AppState;
 use crate::tasks::summary;
 use model::*;
@@ -100,44 +100,6 @@ pub fn check_config(c: &crate::tasks::TasksConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads a body of at most `limit` bytes; 413 naming the limit past it.
-async fn read_body(body: Body, limit: usize, what: &str) -> ApiResult<bytes::Bytes> {
-    match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(err) if err.is::<http_body_util::LengthLimitError>() => Err(ApiError::too_large(
-            format!("the {what} is larger than {limit} bytes"),
-        )
-        .with("limit_bytes", limit)),
-        Err(err) => Err(ApiError::bad_request(format!(
-            "could not read the body: {err}"
-        ))),
-    }
-}
-
-/// The `next_cursor` of a page: the last position when more follow.
-fn next_cursor<T: serde::Serialize>(more: bool, position: Option<T>) -> Option<String> {
-    more.then_some(position)
-        .flatten()
-        .map(|p| crate::pagination::encode(&p))
-}
-
-/// The position a `cursor` names, if any (422 naming `cursor` otherwise).
-fn cursor_position<T: serde::de::DeserializeOwned>(cursor: Option<&str>) -> ApiResult<Option<T>> {
-    cursor.map(crate::pagination::decode).transpose()
-}
-
-/// The page size: `limit` within 1..=`max` (422 naming `limit` otherwise), else `default`.
-fn page_size(limit: Option<i64>, default: i64, max: i64) -> ApiResult<i64> {
-    match limit {
-        None => Ok(default),
-        Some(n) if (1..=max).contains(&n) => Ok(n),
-        Some(_) => Err(ApiError::invalid(
-            "limit",
-            format!("`limit` must be between 1 and {max}"),
-        )),
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Steps
 
@@ -179,14 +141,10 @@ fn same_step(existing: &Step, agent_name: &str, new_parts: &[Part]) -> bool {
     responses(
         (status = 201, description = "The stored step", body = Step),
         (status = 200, description = "The same step was already stored", body = Step),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "Another step has this step_id", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid part (`field` is its path, e.g. `parts[2].tool_call_id`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn append_step(
     State(state): State<AppState>,
@@ -248,11 +206,8 @@ pub async fn append_step(
     params(("id" = Uuid, Path, description = "Task id"), StepQuery),
     responses(
         (status = 200, description = "A page of steps, oldest first", body = StepPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameter", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_steps(
     caller: Reader,
@@ -281,8 +236,8 @@ pub async fn list_steps(
             next_cursor: None,
         }));
     }
-    let limit = page_size(query.limit, 50, 500)?;
-    let after = cursor_position::<i32>(query.cursor.as_deref())?.unwrap_or(0);
+    let limit = pagination::size(query.limit, 50, 500)?;
+    let after = pagination::position::<i32>(query.cursor.as_deref())?.unwrap_or(0);
     let mut tx = caller.begin().await?;
     store::require_task(&mut tx, id).await?;
     let (items, more) = store::steps_after(&mut tx, id, after, limit).await?;
@@ -290,7 +245,7 @@ pub async fn list_steps(
     let position = items.last().map(|s| s.seq);
     Ok(axum::Json(StepPage {
         items,
-        next_cursor: next_cursor(more, position),
+        next_cursor: pagination::next(more, position),
     }))
 }
 
@@ -306,14 +261,10 @@ pub async fn list_steps(
     responses(
         (status = 201, description = "Stored", body = TaskConfigSnapshot),
         (status = 200, description = "The same snapshot was already stored", body = TaskConfigSnapshot),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "A different snapshot is already stored", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a JSON object", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn put_config(
     caller: Writer,
@@ -346,10 +297,8 @@ pub async fn put_config(
     params(("id" = Uuid, Path, description = "Task id")),
     responses(
         (status = 200, description = "The snapshot", body = TaskConfigSnapshot),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task, or no snapshot stored", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn get_config(
     caller: Reader,
@@ -398,13 +347,10 @@ fn media_type(value: &str) -> ApiResult<String> {
     responses(
         (status = 201, description = "Stored", body = Artifact),
         (status = 400, description = "Unreadable body or multipart form", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Larger than the artifact cap (`limit_bytes`)", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad media type, name, or no `file` field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn upload_artifact(
     State(state): State<AppState>,
@@ -432,7 +378,7 @@ pub async fn upload_artifact(
                 .as_deref()
                 .unwrap_or("application/octet-stream"),
         )?;
-        let bytes = read_body(request.into_body(), cap, "artifact").await?;
+        let bytes = crate::extract::read_limited(request, cap, "artifact").await?;
         (bytes.to_vec(), mime, None)
     };
     let name = query.name.or(name);
@@ -521,19 +467,16 @@ async fn read_multipart(
     params(("id" = Uuid, Path, description = "Task id"), PageQuery),
     responses(
         (status = 200, description = "A page of artifacts", body = ArtifactPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameter", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_artifacts(
     caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<ArtifactPage>> {
-    let limit = page_size(query.limit, 50, 200)?;
-    let after = cursor_position::<Uuid>(query.cursor.as_deref())?;
+    let limit = pagination::size(query.limit, 50, 200)?;
+    let after = pagination::position::<Uuid>(query.cursor.as_deref())?;
     let mut tx = caller.begin().await?;
     store::require_task(&mut tx, id).await?;
     let (items, more) = store::artifacts_after(&mut tx, id, after, limit).await?;
@@ -541,7 +484,7 @@ pub async fn list_artifacts(
     let position = items.last().map(|a| a.artifact_id);
     Ok(axum::Json(ArtifactPage {
         items,
-        next_cursor: next_cursor(more, position),
+        next_cursor: pagination::next(more, position),
     }))
 }
 
@@ -565,11 +508,9 @@ fn header_value(text: &str) -> ApiResult<HeaderValue> {
         (status = 200, description = "The artifact", body = inline(crate::openapi::Binary), content_type = "application/octet-stream"),
         (status = 206, description = "The requested range", body = inline(crate::openapi::Binary), content_type = "application/octet-stream"),
         (status = 304, description = "Not modified (If-None-Match)"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or artifact for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 416, description = "Range not satisfiable", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn read_artifact(
     caller: Reader,
@@ -681,12 +622,9 @@ fn is_active_type(mime: &str) -> bool {
     ),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or artifact for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "A step refers to it (`step_id`)", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn delete_artifact(
     caller: Writer,
@@ -723,8 +661,8 @@ fn search_params(body: &SearchRequest) -> ApiResult<(i64, i64)> {
             "`query` is longer than 1000 characters",
         ));
     }
-    let limit = page_size(body.limit, 20, 100)?;
-    let offset = cursor_position::<i64>(body.cursor.as_deref())?.unwrap_or(0);
+    let limit = pagination::size(body.limit, 20, 100)?;
+    let offset = pagination::position::<i64>(body.cursor.as_deref())?.unwrap_or(0);
     if offset < 0 {
         return Err(ApiError::invalid(
             "cursor",
@@ -749,7 +687,7 @@ async fn run_search(
     let next = offset + i64::try_from(hits.len()).unwrap_or(0);
     Ok(SearchPage {
         hits,
-        next_cursor: next_cursor(more, Some(next)),
+        next_cursor: pagination::next(more, Some(next)),
     })
 }
 
@@ -761,11 +699,9 @@ async fn run_search(
     request_body = SearchRequest,
     responses(
         (status = 200, description = "Hits, best first", body = SearchPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty query or bad limit/cursor", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn search_task(
     caller: Reader,
@@ -780,10 +716,8 @@ pub async fn search_task(
     request_body = SearchRequest,
     responses(
         (status = 200, description = "Hits, best first", body = SearchPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty query or bad limit/cursor", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn search_all(
     caller: Reader,
@@ -802,13 +736,8 @@ pub async fn search_all(
     request_body = NewWait,
     responses(
         (status = 201, description = "The wait", body = Wait),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn create_wait(
     caller: Writer,
@@ -845,19 +774,16 @@ pub async fn create_wait(
     params(("id" = Uuid, Path, description = "Task id"), PageQuery),
     responses(
         (status = 200, description = "A page of waits", body = WaitPage),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameter", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn list_waits(
     caller: Reader,
     Path(id): Path<Uuid>,
     Query(query): Query<PageQuery>,
 ) -> ApiResult<axum::Json<WaitPage>> {
-    let limit = page_size(query.limit, 50, 200)?;
-    let after = cursor_position::<Uuid>(query.cursor.as_deref())?;
+    let limit = pagination::size(query.limit, 50, 200)?;
+    let after = pagination::position::<Uuid>(query.cursor.as_deref())?;
     let mut tx = caller.begin().await?;
     store::require_task(&mut tx, id).await?;
     let (items, more) = store::waits_after(&mut tx, id, after, limit).await?;
@@ -865,7 +791,7 @@ pub async fn list_waits(
     let position = items.last().map(|w| w.wait_id);
     Ok(axum::Json(WaitPage {
         items,
-        next_cursor: next_cursor(more, position),
+        next_cursor: pagination::next(more, position),
     }))
 }
 
@@ -877,10 +803,8 @@ pub async fn list_waits(
     ),
     responses(
         (status = 200, description = "The wait", body = Wait),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or wait for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn get_wait(
     caller: Reader,
@@ -905,14 +829,9 @@ pub async fn get_wait(
     request_body = ResolveWait,
     responses(
         (status = 200, description = "The ended wait, with the seq of the message posted", body = Wait),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task or wait for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The wait already ended (`current_status`; `timed_out_at` when it timed out)", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn resolve_wait(
     State(state): State<AppState>,
@@ -994,10 +913,8 @@ fn timed_out(wait: &Wait, wanted: WaitStatus) -> ApiError {
     params(("id" = Uuid, Path, description = "Task id")),
     responses(
         (status = 200, description = "The archive", body = inline(crate::openapi::Binary), content_type = "application/gzip"),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn export_task(caller: Reader, Path(id): Path<Uuid>) -> ApiResult<Response> {
     let mut tx = caller.begin().await?;
@@ -1033,13 +950,10 @@ pub async fn export_task(caller: Reader, Path(id): Path<Uuid>) -> ApiResult<Resp
     request_body(content = inline(crate::openapi::Binary), description = "A .tar.gz from GET /api/tasks/{id}/export (or the same layout)", content_type = "application/gzip"),
     responses(
         (status = 201, description = "The new task", body = ImportResult),
-        (status = 401, description = "Missing or invalid token", body = crate::error::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks memory:write", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 409, description = "keep_id and the task id is in use", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 413, description = "The archive is larger than the import cap (`limit_bytes`)", body = crate::error::Problem, content_type = "application/problem+json"),
         (status = 422, description = "Refused archive; `member` names the member at fault", body = crate::error::Problem, content_type = "application/problem+json"),
     ),
-    security(("bearer" = []))
 )]
 pub async fn import_task(
     State(state): State<AppState>,
@@ -1049,7 +963,7 @@ pub async fn import_task(
     request: Request,
 ) -> ApiResult<Response> {
     let config = &state.config.tasks;
-    let body = read_body(request.into_body(), config.import_max_bytes, "archive").await?;
+    let body = crate::extract::read_limited(request, config.import_max_bytes, "archive").await?;
     let limits = import::Limits {
         max_member_bytes: u64::try_from(config.artifact_max_bytes).unwrap_or(u64::MAX),
         max_total_bytes: u64::try_from(config.import_max_bytes).unwrap_or(u64::MAX),
