@@ -149,7 +149,8 @@ pub const CORS_ALLOWED_HEADERS: &[&str] = &[
 ];
 
 /// Response headers the API documents, readable by cross-origin pages (paging, conditional
-/// requests and back-off need them).
+/// requests and back-off need them; a browser MCP client finds the authorization server through
+/// the 401's `WWW-Authenticate`).
 pub const CORS_EXPOSED_HEADERS: &[&str] = &[
     "x-request-id",
     "etag",
@@ -163,6 +164,7 @@ pub const CORS_EXPOSED_HEADERS: &[&str] = &[
     "ratelimit-policy",
     "idempotent-replayed",
     "mcp-session-id",
+    "www-authenticate",
 ];
 
 fn cors(origins: &[String]) -> CorsLayer {

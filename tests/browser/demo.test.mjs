@@ -327,6 +327,13 @@ test("a page on another origin sends every allowed header and reads every expose
     }), ["mcp-session-id"]);
     status.mcp = r.status;
     status.mcpText = await r.text();
+    // Without a token: the challenge names where to find the authorization server.
+    r = keep(await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify(initialize),
+    }), ["www-authenticate"]);
+    status.challenge = r.status;
     // Over the rate limit: 429 with Retry-After (another user, so the first is not held back).
     for (let round = 0; round < 20 && status.limited === undefined; round += 1) {
       const answers = await Promise.all(Array.from({ length: 40 }, () => fetch(`${base}/api/me`, { headers: { authorization: `Bearer ${limited}` } })));
@@ -352,6 +359,7 @@ test("a page on another origin sends every allowed header and reads every expose
   assert(seen["x-memory-next"].includes("line_start=6") && status.memoryText === "line 1\nline 2\nline 3\nline 4\nline 5\n", `memory page: ${all}`);
   assert(status.range === 206 && seen["content-range"] === "bytes 10-19/100" && status.rangeText === "0123456789" && seen["accept-ranges"] === "bytes", `range: ${all}`);
   assert(status.mcp === 200 && status.mcpText.includes('"name":"mnemo"') && /^[0-9a-f-]{36}$/.test(seen["mcp-session-id"]), `MCP from the page: ${all}`);
+  assert(status.challenge === 401 && /resource_metadata="/.test(seen["www-authenticate"] || ""), `the 401 challenge from the page: ${all}`);
   assert(status.limited === 429 && Number(seen["retry-after"]) >= 1 && /r=0/.test(status.limitedHeaders.ratelimit), `429: ${all}`);
   assertExactlyOnce(await stored(session, token), ["hello from another origin"]);
   await page.close();
