@@ -845,31 +845,29 @@ pub async fn search(
               + (SELECT count(*) FROM task_snapshots WHERE $3::uuid IS NULL OR task_id = $3)
               + (SELECT count(*) FROM task_step_texts WHERE $3::uuid IS NULL OR task_id = $3)",
     );
-    // The texts are indexed as `mnemo_task_doc` (English, no path splitting); the query's
-    // lexemes match them the same way.
+    // The texts are searched in their stored `tsv` (`mnemo_task_doc`: English, no path
+    // splitting); the query's lexemes match them the same way.
     let sql = format!(
         "WITH {QUERY_CTE}, hits AS MATERIALIZED (
              SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
-                    NULL::int AS char_offset, mnemo_task_doc(m.content) AS tsv
+                    NULL::int AS char_offset, m.tsv
              FROM task_messages m, q
-             WHERE numnode(q.pos) > 0 AND mnemo_task_doc(m.content) @@ q.q
+             WHERE numnode(q.pos) > 0 AND m.tsv @@ q.q
                AND ($3::uuid IS NULL OR m.task_id = $3)
            UNION ALL
-             SELECT e.task_id, 'event', e.seq, NULL, NULL,
-                    mnemo_task_doc(mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info))
+             SELECT e.task_id, 'event', e.seq, NULL, NULL, e.tsv
              FROM task_events e, q
-             WHERE numnode(q.pos) > 0
-               AND mnemo_task_doc(mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info)) @@ q.q
+             WHERE numnode(q.pos) > 0 AND e.tsv @@ q.q
                AND ($3::uuid IS NULL OR e.task_id = $3)
            UNION ALL
-             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, mnemo_task_doc(s.label || ' ' || s.content)
+             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.tsv
              FROM task_snapshots s, q
-             WHERE numnode(q.pos) > 0 AND mnemo_task_doc(s.label || ' ' || s.content) @@ q.q
+             WHERE numnode(q.pos) > 0 AND s.tsv @@ q.q
                AND ($3::uuid IS NULL OR s.task_id = $3)
            UNION ALL
-             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, mnemo_task_doc(t.content)
+             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
              FROM task_step_texts t, q
-             WHERE numnode(q.pos) > 0 AND mnemo_task_doc(t.content) @@ q.q
+             WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q
                AND ($3::uuid IS NULL OR t.task_id = $3)
          ), {ranking}, docs AS (
              SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
