@@ -1,7 +1,7 @@
 //! Detail memory: large tool outputs stored once, referenced by `[MemoryRef: <key> - <description>]`
 //! placeholders, retrieved in pages, grepped and searched.
 //!
-//! Handlers here are thin: parse, open a [`Scoped`] transaction, call [`store`], map the result.
+//! Handlers here are thin: parse, open a [`Scoped`](crate::db::Scoped) transaction, call [`store`], map the result.
 //! Other domains (the chat endpoint's agent tools) call [`store::store_memory`],
 //! [`store::retrieve_memory`], [`store::search_memory`] (and [`store::capture_output`]) directly
 //! with their own transaction.

@@ -1,7 +1,7 @@
 //! Long-term notes: per-user, per-agent Markdown notes with section edits, optimistic concurrency and
 //! revisions.
 //!
-//! Handlers here are thin: they check scopes, parse `If-Match`, open a [`Scoped`] transaction and
+//! Handlers here are thin: they check scopes, parse `If-Match`, open a [`Scoped`](crate::db::Scoped) transaction and
 //! call [`store`], whose functions are also what the chat endpoint calls as the
 //! `manage_long_term_memory` tool. Section semantics are documented in [`sections`].
 

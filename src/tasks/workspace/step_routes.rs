@@ -1,0 +1,224 @@
+//! Routes of a task's steps (what each agent did, in parts) and of its configuration snapshot.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::model::*;
+use super::parts::Part;
+use super::{parts, store};
+use crate::access::{Reader, Writer};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Json, Path, Query};
+use crate::idempotency::{Begun, Idempotency};
+use crate::pagination;
+use crate::state::AppState;
+
+/// True when a retried step matches the stored one (artifact types the client left out are the
+/// stored ones).
+fn same_step(existing: &Step, agent_name: &str, new_parts: &[Part]) -> bool {
+    existing.agent_name == agent_name
+        && existing.parts.len() == new_parts.len()
+        && existing
+            .parts
+            .iter()
+            .zip(new_parts)
+            .all(|(old, new)| match (old, new) {
+                (
+                    Part::Artifact {
+                        artifact_id: a,
+                        uri: ua,
+                        mime_type: ma,
+                    },
+                    Part::Artifact {
+                        artifact_id: b,
+                        uri: ub,
+                        mime_type: mb,
+                    },
+                ) => a == b && ua == ub && (mb.is_empty() || ma == mb),
+                _ => old == new,
+            })
+}
+
+/// Appends a step (the TaskStep) to the task's history.
+///
+/// Parts are `type`-tagged: `text`, `tool_call`, `tool_result` (must answer a `tool_call` of this
+/// task, in this step or an earlier one, else 422), `artifact` (must name an artifact of this
+/// task; `uri` and `mime_type` are filled in). Sending a step with an existing `step_id` again is
+/// a no-op answered 200 when it is the same step, 409 otherwise.
+#[utoipa::path(post, path = "/api/tasks/{id}/steps", tag = "tasks",
+    params(("id" = Uuid, Path, description = "Task id"), Idempotency),
+    request_body = NewStep,
+    responses(
+        (status = 201, description = "The stored step", body = Step),
+        (status = 200, description = "The same step was already stored", body = Step),
+        (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Another step has this step_id", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid part (`field` is its path, e.g. `parts[2].tool_call_id`)", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+)]
+pub async fn append_step(
+    State(state): State<AppState>,
+    caller: Writer,
+    Path(id): Path<Uuid>,
+    idem: Idempotency,
+    Json(body): Json<NewStep>,
+) -> ApiResult<Response> {
+    parts::check_name("agent_name", &body.agent_name)?;
+    let step_id = match &body.step_id {
+        Some(step_id) => {
+            parts::check_step_id(step_id)?;
+            step_id.clone()
+        }
+        None => parts::new_step_id(),
+    };
+    let mut new_parts = body.parts;
+    let refs = parts::check_parts(id, &mut new_parts, state.config.tasks.step_max_parts)?;
+    let mut tx = match idem.begin(&caller).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
+    store::touch_task(&mut tx, id).await?;
+    if body.step_id.is_some()
+        && let Some(existing) = store::step_by_id(&mut tx, id, &step_id).await?
+    {
+        if !same_step(&existing, &body.agent_name, &new_parts) {
+            return Err(ApiError::conflict(format!(
+                "step {step_id} already exists with other content"
+            ))
+            .with("field", "step_id"));
+        }
+        return idem
+            .commit(tx, (StatusCode::OK, axum::Json(existing)))
+            .await;
+    }
+    store::confirm_refs(&mut tx, id, &mut new_parts, &refs).await?;
+    let mut stored = store::insert_steps(
+        &mut tx,
+        id,
+        &[store::StepWrite {
+            step_id,
+            agent_name: body.agent_name,
+            parts: new_parts,
+            created_at: None,
+        }],
+    )
+    .await?;
+    let step = stored
+        .pop()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("step insert returned no row")))?;
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(step)))
+        .await
+}
+
+/// The task's steps in order, a page at a time, or the last `recent` steps (the "recent N
+/// steps" context compilation).
+#[utoipa::path(get, path = "/api/tasks/{id}/steps", tag = "tasks",
+    params(("id" = Uuid, Path, description = "Task id"), StepQuery),
+    responses(
+        (status = 200, description = "A page of steps, oldest first", body = StepPage),
+        (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+)]
+pub async fn list_steps(
+    caller: Reader,
+    Path(id): Path<Uuid>,
+    Query(query): Query<StepQuery>,
+) -> ApiResult<axum::Json<StepPage>> {
+    if let Some(recent) = query.recent {
+        if query.cursor.is_some() {
+            return Err(ApiError::invalid(
+                "recent",
+                "`recent` and `cursor` cannot be combined",
+            ));
+        }
+        if !(1..=500).contains(&recent) {
+            return Err(ApiError::invalid(
+                "recent",
+                "`recent` must be between 1 and 500",
+            ));
+        }
+        let mut tx = caller.begin().await?;
+        store::require_task(&mut tx, id).await?;
+        let items = store::recent_steps(&mut tx, id, recent).await?;
+        tx.end_read_only();
+        return Ok(axum::Json(StepPage {
+            items,
+            next_cursor: None,
+        }));
+    }
+    let limit = pagination::size(query.limit, 50, 500)?;
+    let after = pagination::position::<i32>(query.cursor.as_deref())?.unwrap_or(0);
+    let mut tx = caller.begin().await?;
+    store::require_task(&mut tx, id).await?;
+    let (items, more) = store::steps_after(&mut tx, id, after, limit).await?;
+    tx.end_read_only();
+    let position = items.last().map(|s| s.seq);
+    Ok(axum::Json(StepPage {
+        items,
+        next_cursor: pagination::next(more, position),
+    }))
+}
+
+/// Stores the task's configuration snapshot (the `team.json`), once.
+///
+/// 201 the first time; the same snapshot again is 200; a different one is 409.
+#[utoipa::path(put, path = "/api/tasks/{id}/config", tag = "tasks",
+    params(("id" = Uuid, Path, description = "Task id")),
+    request_body(content = Object, description = "Any JSON object: the team, agents, models, tools the task started with"),
+    responses(
+        (status = 201, description = "Stored", body = TaskConfigSnapshot),
+        (status = 200, description = "The same snapshot was already stored", body = TaskConfigSnapshot),
+        (status = 404, description = "No such task for this caller", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A different snapshot is already stored", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a JSON object", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+)]
+pub async fn put_config(
+    caller: Writer,
+    Path(id): Path<Uuid>,
+    Json(body): Json<Value>,
+) -> ApiResult<(StatusCode, axum::Json<TaskConfigSnapshot>)> {
+    if !body.is_object() {
+        return Err(ApiError::invalid(
+            "",
+            "the configuration snapshot must be a JSON object",
+        ));
+    }
+    let mut tx = caller.begin().await?;
+    store::require_task(&mut tx, id).await?;
+    let (snapshot, created) = store::put_config(&mut tx, id, &body, None).await?;
+    if created {
+        store::touch_task(&mut tx, id).await?;
+    }
+    tx.commit().await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(snapshot)))
+}
+
+/// The task's configuration snapshot.
+#[utoipa::path(get, path = "/api/tasks/{id}/config", tag = "tasks",
+    params(("id" = Uuid, Path, description = "Task id")),
+    responses(
+        (status = 200, description = "The snapshot", body = TaskConfigSnapshot),
+        (status = 404, description = "No such task, or no snapshot stored", body = crate::error::Problem, content_type = "application/problem+json"),
+    ),
+)]
+pub async fn get_config(
+    caller: Reader,
+    Path(id): Path<Uuid>,
+) -> ApiResult<axum::Json<TaskConfigSnapshot>> {
+    let mut tx = caller.begin().await?;
+    store::require_task(&mut tx, id).await?;
+    let snapshot = store::get_config(&mut tx, id).await?;
+    tx.end_read_only();
+    snapshot
+        .map(axum::Json)
+        .ok_or_else(|| ApiError::not_found(format!("task {id} has no configuration snapshot")))
+}
