@@ -70,7 +70,8 @@ struct Args {
     #[arg(long, env = "MNEMO_JWT_SECRET", hide_env_values = true)]
     secret: String,
     /// Act, on each request, as a random one of the users u0..u{N-1} (0: each client is its own
-    /// user bench-user-{client}).
+    /// user bench-user-{run}-{client}, new for each run, so that no run measures the data earlier
+    /// runs left behind).
     #[arg(long, default_value_t = 0)]
     users: usize,
     /// Tenant of the tokens.
@@ -560,7 +561,7 @@ async fn main() -> ExitCode {
     for id in 0..args.clients {
         let user = shared_user
             .clone()
-            .unwrap_or_else(|| format!("bench-user-{id}"));
+            .unwrap_or_else(|| format!("bench-user-{run_id}-{id}"));
         let token =
             match mnemo::auth::mint(&config, &user, &args.tenant, &[], Duration::from_secs(3600)) {
                 Ok(token) => token,
