@@ -36,27 +36,43 @@ pub struct StoredNotes {
     pub updated_at: Option<DateTime<Utc>>,
 }
 
-const SCOPE: &str = "tenant_id = current_setting('mnemo.tenant') \
-                     AND user_id = current_setting('mnemo.user') AND agent_name = $1";
+/// The notes row as stored. Statements here are checked against the schema at compile time
+/// (`query!`; see `scripts/sqlx-prepare`); each names the caller's tenant, user and agent the same
+/// way: `tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')
+/// AND agent_name = $1`.
+struct NotesRow {
+    notes: String,
+    version: i64,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
 
 /// Reads the notes of `agent_name`: empty text and version 0 when never written. 422 for an invalid
 /// agent name.
 #[tracing::instrument(skip_all, fields(agent_name = %agent_name))]
 pub async fn read_notes(conn: &mut Scoped, agent_name: &str) -> ApiResult<StoredNotes> {
     operations::validate_agent_name(agent_name)?;
-    let row: Option<(String, i64, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(&format!(
-        "SELECT notes, version, created_at, updated_at FROM agent_long_term_memory WHERE {SCOPE}"
-    ))
-    .bind(agent_name)
+    let row = sqlx::query_as!(
+        NotesRow,
+        "SELECT notes, version, created_at, updated_at FROM agent_long_term_memory
+          WHERE tenant_id = current_setting('mnemo.tenant')
+            AND user_id = current_setting('mnemo.user') AND agent_name = $1",
+        agent_name
+    )
     .fetch_optional(&mut *conn)
     .await?;
     Ok(stored(row))
 }
 
-fn stored(row: Option<(String, i64, DateTime<Utc>, DateTime<Utc>)>) -> StoredNotes {
+fn stored(row: Option<NotesRow>) -> StoredNotes {
     match row {
         // A version-0 row is a lock placeholder of a write that did not happen: never written.
-        Some((notes, version, created_at, updated_at)) if version > 0 => StoredNotes {
+        Some(NotesRow {
+            notes,
+            version,
+            created_at,
+            updated_at,
+        }) if version > 0 => StoredNotes {
             notes,
             version,
             created_at: Some(created_at),
@@ -160,16 +176,18 @@ pub async fn list_revisions(
     before: Option<i64>,
 ) -> ApiResult<Vec<RevisionSummary>> {
     operations::validate_agent_name(agent_name)?;
-    let rows = sqlx::query_as::<_, RevisionSummary>(&format!(
+    let rows = sqlx::query_as!(
+        RevisionSummary,
         "SELECT version, operation, restored_from, size_bytes, created_at
            FROM agent_long_term_memory_revisions
-          WHERE {SCOPE} AND version < $2
+          WHERE tenant_id = current_setting('mnemo.tenant')
+            AND user_id = current_setting('mnemo.user') AND agent_name = $1 AND version < $2
           ORDER BY version DESC
-          LIMIT $3"
-    ))
-    .bind(agent_name)
-    .bind(before.unwrap_or(i64::MAX))
-    .bind(limit + 1)
+          LIMIT $3",
+        agent_name,
+        before.unwrap_or(i64::MAX),
+        limit + 1
+    )
     .fetch_all(&mut *conn)
     .await?;
     Ok(rows)
@@ -182,25 +200,30 @@ pub async fn get_revision(
     version: i64,
 ) -> ApiResult<Revision> {
     operations::validate_agent_name(agent_name)?;
-    let found = sqlx::query_as::<_, Revision>(&format!(
+    let found = sqlx::query_as!(
+        Revision,
         "SELECT version, operation, restored_from, size_bytes, created_at, notes
            FROM agent_long_term_memory_revisions
-          WHERE {SCOPE} AND version = $2"
-    ))
-    .bind(agent_name)
-    .bind(version)
+          WHERE tenant_id = current_setting('mnemo.tenant')
+            AND user_id = current_setting('mnemo.user') AND agent_name = $1 AND version = $2",
+        agent_name,
+        version
+    )
     .fetch_optional(&mut *conn)
     .await?;
     match found {
         Some(revision) => Ok(revision),
         None => {
-            let (oldest, newest): (Option<i64>, Option<i64>) = sqlx::query_as(&format!(
-                "SELECT min(version), max(version) FROM agent_long_term_memory_revisions
-                  WHERE {SCOPE}"
-            ))
-            .bind(agent_name)
+            let range = sqlx::query!(
+                "SELECT min(version) AS oldest, max(version) AS newest
+                   FROM agent_long_term_memory_revisions
+                  WHERE tenant_id = current_setting('mnemo.tenant')
+                    AND user_id = current_setting('mnemo.user') AND agent_name = $1",
+                agent_name
+            )
             .fetch_one(&mut *conn)
             .await?;
+            let (oldest, newest) = (range.oldest, range.newest);
             let kept = match (oldest, newest) {
                 (Some(oldest), Some(newest)) => {
                     format!("kept revisions are versions {oldest} to {newest}")
@@ -225,31 +248,35 @@ fn check_if_match(if_match: Option<i64>, current: i64) -> ApiResult<()> {
 
 /// Locks the notes row, creating an empty version-0 row first when there is none.
 async fn lock(conn: &mut Scoped, agent_name: &str) -> ApiResult<StoredNotes> {
-    let select = format!(
-        "SELECT notes, version, created_at, updated_at FROM agent_long_term_memory
-          WHERE {SCOPE} FOR UPDATE"
-    );
-    let row: Option<(String, i64, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(&select)
-        .bind(agent_name)
-        .fetch_optional(&mut *conn)
-        .await?;
+    // The same statement twice: a macro each time, so that both are checked.
+    macro_rules! select_for_update {
+        () => {
+            sqlx::query_as!(
+                NotesRow,
+                "SELECT notes, version, created_at, updated_at FROM agent_long_term_memory
+                  WHERE tenant_id = current_setting('mnemo.tenant')
+                    AND user_id = current_setting('mnemo.user') AND agent_name = $1
+                    FOR UPDATE",
+                agent_name
+            )
+            .fetch_optional(&mut *conn)
+        };
+    }
+    let row = select_for_update!().await?;
     if let Some(row) = row {
         return Ok(stored(Some(row)));
     }
     // First write for this agent: a concurrent first writer makes ours wait on its row, then do
     // nothing; the SELECT below then sees and locks the committed row.
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO agent_long_term_memory (tenant_id, user_id, agent_name)
          VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1)
          ON CONFLICT (tenant_id, user_id, agent_name) DO NOTHING",
+        agent_name
     )
-    .bind(agent_name)
     .execute(&mut *conn)
     .await?;
-    let row: Option<(String, i64, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(&select)
-        .bind(agent_name)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let row = select_for_update!().await?;
     match row {
         Some(row) => Ok(stored(Some(row))),
         None => Err(ApiError::Internal(anyhow::anyhow!(
@@ -270,11 +297,12 @@ async fn write(
     config: &NotesConfig,
 ) -> ApiResult<NotesOperationResponse> {
     let version = previous + 1;
-    let updated_at: DateTime<Utc> = sqlx::query_scalar(&format!(
-        "WITH updated AS (
+    let updated_at = sqlx::query_scalar!(
+        r#"WITH updated AS (
              UPDATE agent_long_term_memory
                 SET notes = $2, version = $3, updated_at = now()
-              WHERE {SCOPE}
+              WHERE tenant_id = current_setting('mnemo.tenant')
+                AND user_id = current_setting('mnemo.user') AND agent_name = $1
           RETURNING tenant_id, user_id, agent_name, version, notes, updated_at
          ), revision AS (
              INSERT INTO agent_long_term_memory_revisions
@@ -285,16 +313,18 @@ async fn write(
                FROM updated
          ), pruned AS (
              DELETE FROM agent_long_term_memory_revisions
-              WHERE {SCOPE} AND version <= $3 - $6
+              WHERE tenant_id = current_setting('mnemo.tenant')
+                AND user_id = current_setting('mnemo.user') AND agent_name = $1
+                AND version <= $3 - $6
          )
-         SELECT updated_at FROM updated"
-    ))
-    .bind(agent_name)
-    .bind(&change.notes)
-    .bind(version)
-    .bind(operation)
-    .bind(restored_from)
-    .bind(i64::from(config.revisions_kept))
+         SELECT updated_at AS "updated_at!" FROM updated"#,
+        agent_name,
+        &change.notes,
+        version,
+        operation,
+        restored_from,
+        i64::from(config.revisions_kept)
+    )
     .fetch_one(&mut *conn)
     .await?;
     Ok(NotesOperationResponse {
