@@ -226,6 +226,13 @@ async fn steps_page_in_order_and_recent_n(pool: PgPool) {
     )
     .await;
     assert_eq!(bad["field"], "limit");
+    // `recent` leaves `limit` unused, but a bad one is still refused rather than ignored.
+    let bad = expect_problem(
+        app.get(&format!("/api/tasks/{id}/steps?limit=-3&recent=2"), &token),
+        422,
+    )
+    .await;
+    assert_eq!(bad["field"], "limit");
     let bad = expect_problem(
         app.get(&format!("/api/tasks/{id}/steps?cursor=zz!"), &token),
         422,

@@ -127,6 +127,8 @@ pub async fn list_steps(
     Path(id): Path<Uuid>,
     Query(query): Query<StepQuery>,
 ) -> ApiResult<axum::Json<StepPage>> {
+    // Checked even when `recent` makes it unused: a bad parameter is never silently ignored.
+    let limit = pagination::size(query.limit, 50, 500)?;
     if let Some(recent) = query.recent {
         if query.cursor.is_some() {
             return Err(ApiError::invalid(
@@ -149,7 +151,6 @@ pub async fn list_steps(
             next_cursor: None,
         }));
     }
-    let limit = pagination::size(query.limit, 50, 500)?;
     let after = pagination::position::<i32>(query.cursor.as_deref())?.unwrap_or(0);
     let mut tx = caller.begin().await?;
     store::require_task(&mut tx, id).await?;
