@@ -768,22 +768,24 @@ pub async fn list_tasks(
     Ok((rows.iter().map(TaskRow::to_task).collect(), more))
 }
 
+/// A row of `task_actions` as stored (the routes answer [`Action`]; a bundle export writes it).
 #[derive(FromRow)]
-struct ActionRow {
-    id: Uuid,
-    task_id: Uuid,
-    version: i32,
-    ordinal: i32,
-    action_type: String,
-    summary: String,
-    status: String,
-    input_data: Option<Value>,
-    output_data: Option<Value>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
+pub(crate) struct ActionRow {
+    pub id: Uuid,
+    pub task_id: Uuid,
+    pub version: i32,
+    pub ordinal: i32,
+    pub action_type: String,
+    pub summary: String,
+    pub status: String,
+    pub input_data: Option<Value>,
+    pub output_data: Option<Value>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }
 
-const ACTION_COLUMNS: &str = "id, task_id, version, ordinal, action_type, summary, status, \
+/// The columns of [`ActionRow`], for its `SELECT`s.
+pub(crate) const ACTION_COLUMNS: &str = "id, task_id, version, ordinal, action_type, summary, status, \
     input_data, output_data, created_at, updated_at";
 
 impl From<ActionRow> for Action {

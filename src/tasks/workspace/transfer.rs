@@ -18,6 +18,7 @@ use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::tasks::lifecycle::{Phase, Status};
 use crate::tasks::model::{ActionStatus, ActionType, EventStatus, MsgType, Role};
+use crate::tasks::store::{ACTION_COLUMNS, ActionRow};
 use crate::tasks::{plan, store as tasks};
 
 /// One line of `execution.log.jsonl` (the shape).
@@ -226,24 +227,9 @@ pub async fn load(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Bundle> {
         })
         .collect();
 
-    #[derive(FromRow)]
-    struct ActionRow {
-        id: Uuid,
-        version: i32,
-        ordinal: i32,
-        action_type: String,
-        summary: String,
-        status: String,
-        input_data: Option<Value>,
-        output_data: Option<Value>,
-        created_at: DateTime<Utc>,
-        updated_at: DateTime<Utc>,
-    }
-    let action_rows: Vec<ActionRow> = sqlx::query_as(
-        "SELECT id, version, ordinal, action_type, summary, status, input_data, output_data,
-                created_at, updated_at
-         FROM task_actions WHERE task_id = $1 ORDER BY created_at, id",
-    )
+    let action_rows: Vec<ActionRow> = sqlx::query_as(&format!(
+        "SELECT {ACTION_COLUMNS} FROM task_actions WHERE task_id = $1 ORDER BY created_at, id"
+    ))
     .bind(task_id)
     .fetch_all(&mut *tx)
     .await?;
