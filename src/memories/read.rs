@@ -232,7 +232,6 @@ pub async fn retrieve_memory(
     })
 }
 
-#[derive(sqlx::FromRow)]
 struct Head {
     id: Uuid,
     summary: String,
@@ -260,12 +259,13 @@ pub async fn grep_memory(conn: &mut Scoped, key: &str, query: &GrepQuery) -> Api
             "`max_matches` must be 1 to 1000",
         ));
     }
-    let head = sqlx::query_as::<_, Head>(
+    let head = sqlx::query_as!(
+        Head,
         "SELECT id, summary, is_active, line_count FROM agent_memories
          WHERE tenant_id = current_setting('mnemo.tenant')
            AND user_id = current_setting('mnemo.user') AND memory_key = $1",
+        key
     )
-    .bind(key)
     .fetch_optional(&mut *conn)
     .await?
     .ok_or_else(|| not_found(key))?;
@@ -275,13 +275,13 @@ pub async fn grep_memory(conn: &mut Scoped, key: &str, query: &GrepQuery) -> Api
     let mut matcher = Grep::new(&regex, context as usize, max_matches as usize);
     let mut lines = Lines::default();
     {
-        let mut stream = sqlx::query_scalar::<_, String>(
+        let mut stream = sqlx::query_scalar!(
             "SELECT content FROM agent_memory_chunks
              WHERE tenant_id = current_setting('mnemo.tenant')
                AND user_id = current_setting('mnemo.user') AND memory_id = $1
              ORDER BY byte_start",
+            head.id
         )
-        .bind(head.id)
         .fetch(&mut *conn);
         while let Some(piece) = stream.try_next().await? {
             lines.push(&piece, |n, l| matcher.line(n, l));
