@@ -669,13 +669,9 @@ pub async fn list_memories(conn: &mut Scoped, query: &ListQuery) -> ApiResult<Me
     if limit == 0 || limit > 200 {
         return Err(ApiError::invalid("limit", "`limit` must be 1 to 200"));
     }
-    let cursor = query
-        .cursor
-        .as_deref()
-        .map(crate::pagination::decode::<Uuid>)
-        .transpose()?;
+    let cursor = crate::pagination::position::<Uuid>(query.cursor.as_deref())?;
     let metadata = metadata_filter("metadata", query.metadata.as_deref())?;
-    let mut rows = sqlx::query_as::<_, InfoRow>(
+    let rows = sqlx::query_as::<_, InfoRow>(
         "SELECT id, memory_key, summary, memory_type, agent_id, thread_id, content_metadata,
                 size_bytes, line_count, token_count, content_sha256, version, is_active,
                 created_at, updated_at
@@ -704,13 +700,8 @@ pub async fn list_memories(conn: &mut Scoped, query: &ListQuery) -> ApiResult<Me
     .bind(i64::from(limit) + 1)
     .fetch_all(&mut *conn)
     .await?;
-    let more = rows.len() > limit as usize;
-    rows.truncate(limit as usize);
-    let next_cursor = if more {
-        rows.last().map(|r| crate::pagination::encode(&r.id))
-    } else {
-        None
-    };
+    let (rows, more) = crate::pagination::split(rows, i64::from(limit));
+    let next_cursor = crate::pagination::next(more, rows.last().map(|r| r.id));
     Ok(MemoryList {
         items: rows.into_iter().map(MemoryInfo::from).collect(),
         next_cursor,

@@ -359,29 +359,13 @@ pub async fn list_revisions(
     Query(query): Query<RevisionListQuery>,
 ) -> ApiResult<axum::Json<RevisionPage>> {
     operations::validate_agent_name(&agent_name)?;
-    let limit = query.limit.unwrap_or(50);
-    if !(1..=200).contains(&limit) {
-        return Err(ApiError::invalid(
-            "limit",
-            "`limit` must be between 1 and 200",
-        ));
-    }
-    let before = query
-        .cursor
-        .as_deref()
-        .map(crate::pagination::decode::<i64>)
-        .transpose()?;
+    let limit = crate::pagination::size(query.limit, 50, 200)?;
+    let before = crate::pagination::position::<i64>(query.cursor.as_deref())?;
     let mut tx = caller.begin().await?;
-    let mut items = store::list_revisions(&mut tx, &agent_name, limit, before).await?;
+    let items = store::list_revisions(&mut tx, &agent_name, limit, before).await?;
     tx.commit().await?;
-    let next_cursor = if items.len() > usize::try_from(limit).unwrap_or(usize::MAX) {
-        items.pop();
-        items
-            .last()
-            .map(|last| crate::pagination::encode(&last.version))
-    } else {
-        None
-    };
+    let (items, more) = crate::pagination::split(items, limit);
+    let next_cursor = crate::pagination::next(more, items.last().map(|last| last.version));
     Ok(axum::Json(RevisionPage { items, next_cursor }))
 }
 

@@ -101,9 +101,7 @@ pub async fn list_events(
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::events(&mut tx, id, &query, after, limit).await?;
     tx.end_read_only();
-    let next_cursor = more
-        .then(|| items.last().map(|e| pagination::encode(&e.seq)))
-        .flatten();
+    let next_cursor = pagination::next(more, items.last().map(|e| e.seq));
     Ok(axum::Json(EventPage { items, next_cursor }))
 }
 
@@ -197,9 +195,7 @@ pub async fn list_messages(
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::messages(&mut tx, id, after, limit).await?;
     tx.end_read_only();
-    let next_cursor = more
-        .then(|| items.last().map(|m| pagination::encode(&m.seq)))
-        .flatten();
+    let next_cursor = pagination::next(more, items.last().map(|m| m.seq));
     Ok(axum::Json(MessagePage { items, next_cursor }))
 }
 
@@ -249,8 +245,6 @@ pub async fn list_snapshots(
     store::get_task(&mut tx, id).await?;
     let (items, more) = store::snapshots(&mut tx, id, after, limit).await?;
     tx.end_read_only();
-    let next_cursor = more
-        .then(|| items.last().map(|s| pagination::encode(&s.seq)))
-        .flatten();
+    let next_cursor = pagination::next(more, items.last().map(|s| s.seq));
     Ok(axum::Json(SnapshotPage { items, next_cursor }))
 }

@@ -232,9 +232,7 @@ pub async fn list_actions(
     let (items, more) =
         store::actions(&mut tx, id, row.plan_version, ordinal, after, limit).await?;
     tx.end_read_only();
-    let next_cursor = more
-        .then(|| items.last().map(|a| pagination::encode(&a.id)))
-        .flatten();
+    let next_cursor = pagination::next(more, items.last().map(|a| a.id));
     Ok(axum::Json(ActionPage { items, next_cursor }))
 }
 
@@ -316,8 +314,6 @@ pub async fn list_action_logs(
     }
     let (items, more) = store::action_logs(&mut tx, action_id, after, limit).await?;
     tx.end_read_only();
-    let next_cursor = more
-        .then(|| items.last().map(|l| pagination::encode(&l.id)))
-        .flatten();
+    let next_cursor = pagination::next(more, items.last().map(|l| l.id));
     Ok(axum::Json(ActionLogPage { items, next_cursor }))
 }

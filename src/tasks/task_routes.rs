@@ -106,9 +106,7 @@ pub async fn list_tasks(
     )
     .await?;
     tx.end_read_only();
-    let next_cursor = more
-        .then(|| items.last().map(|t| pagination::encode(&t.id)))
-        .flatten();
+    let next_cursor = pagination::next(more, items.last().map(|t| t.id));
     Ok(axum::Json(TaskPage { items, next_cursor }))
 }
 
