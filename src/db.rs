@@ -137,20 +137,22 @@ impl Db {
     pub async fn snapshot(&self, principal: &Principal) -> Result<Scoped, sqlx::Error> {
         check_id(&principal.tenant_id)?;
         check_id(&principal.user_id)?;
-        let mut tx = self
+        let tx = self
             .pool
             .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .await?;
-        sqlx::query(SET_SCOPE)
-            .bind(&principal.tenant_id)
-            .bind(&principal.user_id)
-            .execute(&mut *tx)
-            .await?;
-        Ok(Scoped { tx })
+        Self::act_as(tx, principal).await
     }
 
     async fn open(&self, principal: &Principal) -> Result<Scoped, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
+        Self::act_as(self.pool.begin().await?, principal).await
+    }
+
+    /// Switches a begun transaction to `mnemo_app` acting as `principal`.
+    async fn act_as(
+        mut tx: Transaction<'static, Postgres>,
+        principal: &Principal,
+    ) -> Result<Scoped, sqlx::Error> {
         sqlx::query(SET_SCOPE)
             .bind(&principal.tenant_id)
             .bind(&principal.user_id)
@@ -181,19 +183,23 @@ impl Db {
         if let Some(setup) = job.setup() {
             sqlx::query(setup).execute(&mut *tx).await?;
         }
-        if job == Job::Backfill {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(job.lock_key())
-                .execute(&mut *tx)
-                .await?;
-        } else if let Some(key) = job.lock_key() {
-            let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-                .bind(key)
-                .fetch_one(&mut *tx)
-                .await?;
-            if !locked {
-                tx.rollback().await?;
-                return Ok(None);
+        match job.lock() {
+            None => {}
+            Some((key, LockWait::Wait)) => {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            Some((key, LockWait::Skip)) => {
+                let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+                    .bind(key)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                if !locked {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
             }
         }
         Ok(Some(System {
@@ -291,17 +297,30 @@ impl Job {
         }
     }
 
-    /// Arbitrary constants, spelling the job's name in ASCII.
+    /// The key of the job's advisory lock: arbitrary constants, spelling the job's name in ASCII.
     pub fn lock_key(self) -> Option<i64> {
+        self.lock().map(|(key, _)| key)
+    }
+
+    fn lock(self) -> Option<(i64, LockWait)> {
         match self {
-            Job::TaskLifecycle => Some(0x6d6e_656d_6f73_7770), // "mnemoswp"
-            Job::WaitTimeouts => Some(0x6d6e_656d_6f77_6169),  // "mnemowai"
-            Job::IdempotencyExpiry => Some(0x6d6e_656d_6f69_646b), // "mnemoidk"
-            Job::HistoryRetention => Some(0x6d6e_656d_6f72_6574), // "mnemoret"
-            Job::Backfill => Some(0x6d6e_656d_6f62_6b66),      // "mnemobkf"
+            Job::TaskLifecycle => Some((0x6d6e_656d_6f73_7770, LockWait::Skip)), // "mnemoswp"
+            Job::WaitTimeouts => Some((0x6d6e_656d_6f77_6169, LockWait::Skip)),  // "mnemowai"
+            Job::IdempotencyExpiry => Some((0x6d6e_656d_6f69_646b, LockWait::Skip)), // "mnemoidk"
+            Job::HistoryRetention => Some((0x6d6e_656d_6f72_6574, LockWait::Skip)), // "mnemoret"
+            Job::Backfill => Some((0x6d6e_656d_6f62_6b66, LockWait::Wait)),      // "mnemobkf"
             Job::Indexer | Job::Schema => None,
         }
     }
+}
+
+/// What a job does when another replica holds its lock.
+#[derive(Debug, Clone, Copy)]
+enum LockWait {
+    /// Skip this round ([`Db::system`] answers `None`).
+    Skip,
+    /// Wait for it.
+    Wait,
 }
 
 /// A transaction acting as one principal (or, for the tenant eraser, one tenant): row-level
