@@ -496,8 +496,8 @@ fn document_operation(operation: &mut Operation) {
             Some(RefOr::Ref(_)) => {}
             None => {
                 let mut text = if status == "422" {
-                    // Also the generic answer the shared layers document for a bad field.
-                    format!("a parameter or body field is invalid (`field` names it); or {doc}")
+                    // Also the answer the shared layers document for a bad field.
+                    format!("{}; or {doc}", crate::openapi::INVALID.description)
                 } else {
                     doc.to_owned()
                 };

@@ -93,10 +93,10 @@ pub fn split<S: Clone + Send + Sync + 'static>(
 }
 
 /// An error answer the shared layers may give, documented once under `components/responses`.
-struct Shared {
+pub(crate) struct Shared {
     status: &'static str,
     name: &'static str,
-    description: &'static str,
+    pub(crate) description: &'static str,
     /// Response headers it carries: (name, description).
     headers: &'static [(&'static str, &'static str)],
 }
@@ -140,7 +140,7 @@ const UNSUPPORTED: Shared = Shared {
     description: "The body is not of a media type this operation accepts",
     headers: &[],
 };
-const INVALID: Shared = Shared {
+pub(crate) const INVALID: Shared = Shared {
     status: "422",
     name: "Unprocessable",
     description: "A parameter or body field is invalid; `field` names it (a JSON path)",
