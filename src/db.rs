@@ -106,12 +106,23 @@ pub fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: PgPool,
+    /// Whether writes queue their text for the embedder (see [`Scoped::queues_embeddings`]).
+    embeds: bool,
 }
 
 impl Db {
     /// Wraps a connected pool (see [`connect`]).
     pub fn new(pool: PgPool) -> Self {
-        Db { pool }
+        Db {
+            pool,
+            embeds: false,
+        }
+    }
+
+    /// The same database, with writes queueing their text in `embedding_outbox` for the
+    /// background indexer (`on` when the server has an embedder).
+    pub fn queueing_embeddings(self, on: bool) -> Self {
+        Db { embeds: on, ..self }
     }
 
     /// Opens a transaction acting as `principal`: `BEGIN`, then one prepared statement that
@@ -141,15 +152,16 @@ impl Db {
             .pool
             .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .await?;
-        Self::act_as(tx, principal).await
+        self.act_as(tx, principal).await
     }
 
     async fn open(&self, principal: &Principal) -> Result<Scoped, sqlx::Error> {
-        Self::act_as(self.pool.begin().await?, principal).await
+        self.act_as(self.pool.begin().await?, principal).await
     }
 
     /// Switches a begun transaction to `mnemo_app` acting as `principal`.
     async fn act_as(
+        &self,
         mut tx: Transaction<'static, Postgres>,
         principal: &Principal,
     ) -> Result<Scoped, sqlx::Error> {
@@ -158,7 +170,10 @@ impl Db {
             .bind(&principal.user_id)
             .execute(&mut *tx)
             .await?;
-        Ok(Scoped { tx })
+        Ok(Scoped {
+            tx,
+            embeds: self.embeds,
+        })
     }
 
     /// Opens a transaction confined to one whole tenant, as `mnemo_eraser`, whose policies let
@@ -172,7 +187,7 @@ impl Db {
         .bind(tenant)
         .execute(&mut *tx)
         .await?;
-        Ok(Scoped { tx })
+        Ok(Scoped { tx, embeds: false })
     }
 
     /// Opens `job`'s transaction: its role (and settings), then, for a job that one replica
@@ -203,7 +218,10 @@ impl Db {
             }
         }
         Ok(Some(System {
-            scoped: Scoped { tx },
+            scoped: Scoped {
+                tx,
+                embeds: self.embeds,
+            },
         }))
     }
 
@@ -331,9 +349,16 @@ enum LockWait {
 /// it without [`Scoped::commit`] rolls back.
 pub struct Scoped {
     tx: Transaction<'static, Postgres>,
+    embeds: bool,
 }
 
 impl Scoped {
+    /// Whether a write in this transaction queues its text in `embedding_outbox`, for the
+    /// background indexer to embed (the server has an embedder). No model runs here.
+    pub fn queues_embeddings(&self) -> bool {
+        self.embeds
+    }
+
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         self.tx.commit().await
     }

@@ -1,8 +1,8 @@
 //! `POST /api/recall`: one ranked list across every kind of memory the caller has — detail
 //! memories, conversation messages, long-term notes (by section) and task history.
 //!
-//! Each kind is searched with its own route's ranking (memories and messages by words, meaning
-//! or both; note sections and task history by words), and the kinds' lists are merged by
+//! Each kind is searched with its own route's ranking (memories, messages and task history by
+//! words, meaning or both; note sections by words), and the kinds' lists are merged by
 //! reciprocal rank: a hit scores `1 / (60 + its rank within its kind)`. Scores of different
 //! kinds are not comparable (each kind's keyword rank depends on its own corpus), their ranks are.
 
@@ -76,8 +76,8 @@ pub struct RecallRequest {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 50)]
     pub limit: Option<u32>,
-    /// `keyword`, `semantic` or `hybrid` for memories and messages; default `hybrid` with an
-    /// embedder, else `keyword`. Notes and task history are ranked by words in every mode.
+    /// `keyword`, `semantic` or `hybrid` for memories, messages and task history; default
+    /// `hybrid` with an embedder, else `keyword`. Notes are ranked by words in every mode.
     #[serde(default)]
     pub mode: Option<SearchMode>,
     #[serde(default)]
@@ -316,11 +316,19 @@ pub async fn recall_in(
         lists.push(note_sections(conn, &text, filters.agent_id.as_deref(), limit).await?);
     }
     if kinds.contains(&Kind::Task) {
-        let (found, _) =
-            crate::tasks::workspace::store::search(conn, None, &request.query, 0, i64::from(limit))
-                .await?;
+        let found = crate::tasks::workspace::search::search(
+            conn,
+            None,
+            &request.query,
+            (0, i64::from(limit)),
+            mode,
+            vector,
+        )
+        .await?;
+        degraded |= found.degraded;
         lists.push(
             found
+                .hits
                 .into_iter()
                 .map(|h| {
                     let snippet = h.snippet.replace(['«', '»'], "**");

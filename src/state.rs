@@ -48,7 +48,7 @@ impl AppState {
             config.rights.account_exports_at_once,
         ));
         Ok(AppState {
-            db,
+            db: db.queueing_embeddings(embedder.is_some()),
             window_cache: Arc::new(WindowCache::new(config.conversations.window_cache_sessions)),
             llm: LlmClient::from_config(&config.llm).map(Arc::new),
             config: Arc::new(config),
@@ -60,6 +60,13 @@ impl AppState {
             exports,
             jobs: tokio_util::task::TaskTracker::new(),
         })
+    }
+
+    /// Sets the embedder of semantic search (or none), and whether writes queue their text
+    /// for it.
+    pub fn set_embedder(&mut self, embedder: Option<Embedder>) {
+        self.db = self.db.clone().queueing_embeddings(embedder.is_some());
+        self.embedder = embedder;
     }
 
     /// Waits until the background work requests have started so far, and whatever it starts in

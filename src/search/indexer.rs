@@ -77,6 +77,9 @@ struct Claimed {
     memory_id: Option<Uuid>,
     session_id: Option<String>,
     message_id: Option<String>,
+    task_id: Option<Uuid>,
+    task_source: Option<String>,
+    task_seq: Option<i64>,
 }
 
 /// A text to embed and where its vector goes.
@@ -90,6 +93,13 @@ struct Text {
     /// Messages: the session and message ids.
     session_id: Option<String>,
     message_id: Option<String>,
+    /// Task history: the task, the item's source, seq, part and chunk offset (-1 for items that
+    /// are not step texts).
+    task_id: Option<Uuid>,
+    task_source: Option<String>,
+    task_seq: Option<i64>,
+    part_index: Option<i32>,
+    char_offset: Option<i32>,
     content: String,
     /// The end of the text written just before it in the same stream (the previous chunk, the
     /// memory before it in its agent's thread, the message before it in its session), if any.
@@ -136,7 +146,7 @@ pub async fn prepare_schema(db: &Db, embedder: &Embedder) -> Result<(), String> 
     }
     // One partial index per table and model: the column has no fixed dimension, the cast gives
     // it one.
-    for table in ["memory_vectors", "message_vectors"] {
+    for table in ["memory_vectors", "message_vectors", "task_vectors"] {
         let name = format!("{table}_hnsw_{}", short_hash(embedder.model_id()));
         let statement: String = sqlx::query_scalar(
             "SELECT format('CREATE INDEX IF NOT EXISTS %I ON %I USING hnsw \
@@ -160,7 +170,7 @@ pub async fn prepare_schema(db: &Db, embedder: &Embedder) -> Result<(), String> 
         .map_err(|e| format!("creating the vector indexes failed: {e}"))
 }
 
-/// Queues every memory and message that has no vector of this model yet (after an embedder is first set or
+/// Queues every memory, message and item of task history that has no vector of this model yet (after an embedder is first set or
 /// its model changed). Returns how many were queued.
 pub async fn backfill(db: &Db, embedder: &Embedder) -> Result<u64, sqlx::Error> {
     // One replica queues at a time; the others find the rows already there.
@@ -201,18 +211,51 @@ pub async fn backfill(db: &Db, embedder: &Embedder) -> Result<u64, sqlx::Error> 
     .execute(&mut tx)
     .await?
     .rows_affected();
+    let items = sqlx::query(&format!(
+        "INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
+         SELECT i.tenant_id, i.user_id, 'task', i.task_id, i.source, i.seq
+         FROM ({TASK_ITEMS}) i
+         WHERE NOT EXISTS (
+                 SELECT 1 FROM task_vectors v
+                 WHERE v.tenant_id = i.tenant_id AND v.user_id = i.user_id
+                   AND v.task_id = i.task_id AND v.seq = i.seq AND v.model = $1
+                   AND (v.source = i.source
+                        OR (i.source = 'step' AND v.source IN ('step_text', 'tool_result'))))
+           AND NOT EXISTS (
+                 SELECT 1 FROM embedding_outbox o
+                 WHERE o.tenant_id = i.tenant_id AND o.user_id = i.user_id
+                   AND o.kind = 'task' AND o.task_id = i.task_id
+                   AND o.task_source = i.source AND o.task_seq = i.seq)"
+    ))
+    .bind(embedder.model_id())
+    .execute(&mut tx)
+    .await?
+    .rows_affected();
     tx.commit().await?;
-    Ok(queued + messages)
+    Ok(queued + messages + items)
 }
 
-/// Drops every vector (of every model) and queues every memory and message again:
-/// `mnemo reindex`.
+/// Every item of task history that gets a vector, as outbox rows would name it: messages,
+/// events, snapshots, and steps that have text.
+const TASK_ITEMS: &str = "
+    SELECT tenant_id, user_id, task_id, 'message' AS source, seq::int8 AS seq FROM task_messages
+    WHERE btrim(content) <> ''
+    UNION ALL SELECT tenant_id, user_id, task_id, 'event', seq FROM task_events
+    UNION ALL SELECT tenant_id, user_id, task_id, 'snapshot', seq FROM task_snapshots
+    UNION ALL SELECT DISTINCT tenant_id, user_id, task_id, 'step', seq::int8 FROM task_step_texts
+    WHERE btrim(content) <> ''";
+
+/// Drops every vector (of every model) and queues every memory, message and item of task history
+/// again (`mnemo reindex`).
 pub async fn requeue_all(db: &Db) -> Result<u64, sqlx::Error> {
     let mut tx = begin(db, Job::Backfill).await?;
     sqlx::query("DELETE FROM memory_vectors")
         .execute(&mut tx)
         .await?;
     sqlx::query("DELETE FROM message_vectors")
+        .execute(&mut tx)
+        .await?;
+    sqlx::query("DELETE FROM task_vectors")
         .execute(&mut tx)
         .await?;
     sqlx::query("DELETE FROM embedding_outbox")
@@ -231,6 +274,13 @@ pub async fn requeue_all(db: &Db) -> Result<u64, sqlx::Error> {
              SELECT tenant_id, user_id, 'message', session_id, message_id
              FROM conversation_messages WHERE sender IN ('user', 'ai') AND text <> ''",
         )
+        .execute(&mut tx)
+        .await?
+        .rows_affected()
+        + sqlx::query(&format!(
+            "INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
+             SELECT tenant_id, user_id, 'task', task_id, source, seq FROM ({TASK_ITEMS}) i"
+        ))
         .execute(&mut tx)
         .await?
         .rows_affected();
@@ -267,7 +317,8 @@ pub async fn run_once(db: &Db, embedder: &Embedder, stats: &IndexerStats) -> Pas
 async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, String> {
     let mut tx = begin(db, Job::Indexer).await.map_err(|e| e.to_string())?;
     let claimed = sqlx::query_as::<_, Claimed>(
-        "SELECT tenant_id, user_id, id, kind, memory_id, session_id, message_id
+        "SELECT tenant_id, user_id, id, kind, memory_id, session_id, message_id, task_id,
+                task_source, task_seq
          FROM embedding_outbox
          WHERE not_before <= now()
          ORDER BY not_before, id
@@ -296,12 +347,15 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
         .iter()
         .filter_map(|c| c.message_id.as_deref())
         .collect();
+    let tasks = TaskItems::of(claimed.iter());
+    let (t_tenants, t_users, t_ids, t_sources, t_seqs) = tasks.columns();
     // The text of each claimed row that still exists (a deleted memory or message has nothing
     // left to embed; its row just goes, and so do the vectors of a message left without text).
     let texts = sqlx::query_as::<_, Text>(
         "SELECT DISTINCT c.tenant_id, c.user_id, c.memory_id, c.byte_start,
-                NULL::text AS session_id, NULL::text AS message_id,
-                left(c.content, $4) AS content,
+                NULL::text AS session_id, NULL::text AS message_id, NULL::uuid AS task_id,
+                NULL::text AS task_source, NULL::int8 AS task_seq, NULL::int4 AS part_index,
+                NULL::int4 AS char_offset, left(c.content, $4) AS content,
                 CASE WHEN c.byte_start > 0 THEN (
                     SELECT right(p.content, $10) FROM agent_memory_chunks p
                     WHERE p.tenant_id = c.tenant_id AND p.user_id = c.user_id
@@ -337,7 +391,8 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
          ) c ON true
          UNION ALL
          SELECT DISTINCT m.tenant_id, m.user_id, NULL::uuid, NULL::int8, m.session_id,
-                m.message_id, left(m.text, $4),
+                m.message_id, NULL::uuid, NULL::text, NULL::int8, NULL::int4, NULL::int4,
+                left(m.text, $4),
                 (SELECT right(p.text, $10) FROM conversation_messages p
                  WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
                    AND p.session_id = m.session_id AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
@@ -349,7 +404,48 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
            ON m.tenant_id = o.tenant_id AND m.user_id = o.user_id
           AND m.session_id = o.session_id AND m.message_id = o.message_id
          -- An update can leave a message with no text: its old vectors go, no new ones come.
-         WHERE m.sender IN ('user', 'ai') AND m.text <> ''",
+         WHERE m.sender IN ('user', 'ai') AND m.text <> ''
+         UNION ALL
+         SELECT x.tenant_id, x.user_id, NULL::uuid, NULL::int8, NULL::text, NULL::text,
+                x.task_id, x.source, x.seq, x.part_index, x.char_offset, left(x.content, $4),
+                x.context
+         FROM unnest($11::text[], $12::text[], $13::uuid[], $14::text[], $15::int8[])
+                  AS o(tenant_id, user_id, task_id, source, seq)
+         JOIN LATERAL (
+             -- A task message, with the one before it as its context.
+             SELECT m.tenant_id, m.user_id, m.task_id, 'message'::text AS source,
+                    m.seq::int8 AS seq, -1 AS part_index, -1 AS char_offset, m.content,
+                    (SELECT right(p.content, $10) FROM task_messages p
+                     WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
+                       AND p.task_id = m.task_id AND p.seq < m.seq
+                     ORDER BY p.seq DESC LIMIT 1) AS context
+             FROM task_messages m
+             WHERE o.source = 'message' AND m.tenant_id = o.tenant_id
+               AND m.user_id = o.user_id AND m.task_id = o.task_id AND m.seq = o.seq
+             UNION ALL
+             SELECT e.tenant_id, e.user_id, e.task_id, 'event', e.seq, -1, -1,
+                    mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data,
+                                          e.error_info),
+                    NULL
+             FROM task_events e
+             WHERE o.source = 'event' AND e.tenant_id = o.tenant_id
+               AND e.user_id = o.user_id AND e.task_id = o.task_id AND e.seq = o.seq
+             UNION ALL
+             SELECT s.tenant_id, s.user_id, s.task_id, 'snapshot', s.seq, -1, -1,
+                    s.label || E'\n' || s.content, NULL
+             FROM task_snapshots s
+             WHERE o.source = 'snapshot' AND s.tenant_id = o.tenant_id
+               AND s.user_id = o.user_id AND s.task_id = o.task_id AND s.seq = o.seq
+             UNION ALL
+             (SELECT t.tenant_id, t.user_id, t.task_id, t.kind, t.seq, t.part_index,
+                     t.char_offset, t.content, NULL
+              FROM task_step_texts t
+              WHERE o.source = 'step' AND t.tenant_id = o.tenant_id
+                AND t.user_id = o.user_id AND t.task_id = o.task_id AND t.seq = o.seq
+              ORDER BY t.part_index, t.chunk
+              LIMIT $5)
+         ) x ON true
+         WHERE btrim(x.content) <> ''",
     )
     .bind(&m_tenants)
     .bind(&m_users)
@@ -361,6 +457,11 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
     .bind(&s_sessions)
     .bind(&s_messages)
     .bind(CONTEXT_CHARS)
+    .bind(&t_tenants)
+    .bind(&t_users)
+    .bind(&t_ids)
+    .bind(&t_sources)
+    .bind(&t_seqs)
     .fetch_all(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
@@ -474,11 +575,40 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
     .execute(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
-    let (chunks, notes): (Vec<Embedded>, Vec<Embedded>) = inputs
-        .iter()
-        .zip(vectors)
-        .map(|(&(i, with_context), v)| (&texts[i], with_context, v))
-        .partition(|(t, _, _)| t.memory_id.is_some());
+    let tasks = TaskItems::of(claimed.iter());
+    let (t_tenants, t_users, t_ids, t_sources, t_seqs) = tasks.columns();
+    sqlx::query(
+        "DELETE FROM task_vectors v
+         USING unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::int8[])
+               AS o(tenant_id, user_id, task_id, source, seq)
+         WHERE v.tenant_id = o.tenant_id AND v.user_id = o.user_id AND v.task_id = o.task_id
+           AND v.seq = o.seq AND v.model = $6
+           AND (v.source = o.source
+                OR (o.source = 'step' AND v.source IN ('step_text', 'tool_result')))",
+    )
+    .bind(&t_tenants)
+    .bind(&t_users)
+    .bind(&t_ids)
+    .bind(&t_sources)
+    .bind(&t_seqs)
+    .bind(model)
+    .execute(&mut tx)
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut chunks: Vec<Embedded> = Vec::new();
+    let mut notes: Vec<Embedded> = Vec::new();
+    let mut items: Vec<Embedded> = Vec::new();
+    for (&(i, with_context), v) in inputs.iter().zip(vectors) {
+        let t = &texts[i];
+        let group = if t.memory_id.is_some() {
+            &mut chunks
+        } else if t.task_id.is_some() {
+            &mut items
+        } else {
+            &mut notes
+        };
+        group.push((t, with_context, v));
+    }
     if !chunks.is_empty() {
         sqlx::query(
             "INSERT INTO memory_vectors
@@ -571,6 +701,72 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
         .await
         .map_err(|e| e.to_string())?;
     }
+    if !items.is_empty() {
+        sqlx::query(
+            "INSERT INTO task_vectors (tenant_id, user_id, task_id, source, seq, part_index,
+                                       char_offset, model, with_context, embedding)
+             SELECT u.tenant_id, u.user_id, u.task_id, u.source, u.seq, u.part_index,
+                    u.char_offset, $8, u.with_context, u.embedding
+             FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::int8[], $6::int4[],
+                         $7::int4[], $9::bool[], $10::vector[])
+                  AS u(tenant_id, user_id, task_id, source, seq, part_index, char_offset,
+                       with_context, embedding)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(
+            items
+                .iter()
+                .map(|(t, _, _)| t.tenant_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            items
+                .iter()
+                .map(|(t, _, _)| t.user_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            items
+                .iter()
+                .filter_map(|(t, _, _)| t.task_id)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            items
+                .iter()
+                .map(|(t, _, _)| t.task_source.as_deref().unwrap_or_default())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            items
+                .iter()
+                .map(|(t, _, _)| t.task_seq.unwrap_or(0))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            items
+                .iter()
+                .map(|(t, _, _)| t.part_index.unwrap_or(-1))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            items
+                .iter()
+                .map(|(t, _, _)| t.char_offset.unwrap_or(-1))
+                .collect::<Vec<_>>(),
+        )
+        .bind(model)
+        .bind(items.iter().map(|(_, c, _)| *c).collect::<Vec<_>>())
+        .bind(
+            items
+                .iter()
+                .map(|(_, _, v)| pgvector::Vector::from(v.clone()))
+                .collect::<Vec<_>>(),
+        )
+        .execute(&mut tx)
+        .await
+        .map_err(|e| e.to_string())?;
+    }
     sqlx::query("DELETE FROM embedding_outbox WHERE id = ANY($1)")
         .bind(&ids)
         .execute(&mut tx)
@@ -584,10 +780,60 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
 fn belongs(t: &Text, row: &Claimed) -> bool {
     t.tenant_id == row.tenant_id
         && t.user_id == row.user_id
-        && match row.memory_id {
-            Some(id) => t.memory_id == Some(id),
-            None => t.session_id == row.session_id && t.message_id == row.message_id,
+        && match (row.memory_id, row.task_id) {
+            (Some(id), _) => t.memory_id == Some(id),
+            (None, Some(task)) => {
+                t.task_id == Some(task)
+                    && t.task_seq == row.task_seq
+                    && match row.task_source.as_deref() {
+                        Some("step") => {
+                            matches!(t.task_source.as_deref(), Some("step_text" | "tool_result"))
+                        }
+                        source => t.task_source.as_deref() == source,
+                    }
+            }
+            (None, None) => {
+                t.task_id.is_none()
+                    && t.memory_id.is_none()
+                    && t.session_id == row.session_id
+                    && t.message_id == row.message_id
+            }
         }
+}
+
+/// The task-history rows among claimed outbox rows, as the parallel arrays statements take.
+struct TaskItems<'a> {
+    rows: Vec<&'a Claimed>,
+}
+
+/// Tenants, users, task ids, sources and seqs of task items.
+type TaskColumns<'a> = (
+    Vec<&'a str>,
+    Vec<&'a str>,
+    Vec<Uuid>,
+    Vec<&'a str>,
+    Vec<i64>,
+);
+
+impl<'a> TaskItems<'a> {
+    fn of(rows: impl Iterator<Item = &'a Claimed>) -> Self {
+        TaskItems {
+            rows: rows.filter(|c| c.task_id.is_some()).collect(),
+        }
+    }
+
+    fn columns(&self) -> TaskColumns<'a> {
+        (
+            self.rows.iter().map(|c| c.tenant_id.as_str()).collect(),
+            self.rows.iter().map(|c| c.user_id.as_str()).collect(),
+            self.rows.iter().filter_map(|c| c.task_id).collect(),
+            self.rows
+                .iter()
+                .map(|c| c.task_source.as_deref().unwrap_or_default())
+                .collect(),
+            self.rows.iter().map(|c| c.task_seq.unwrap_or(0)).collect(),
+        )
+    }
 }
 
 async fn embed_all(embedder: &Embedder, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {

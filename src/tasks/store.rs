@@ -479,6 +479,7 @@ pub async fn append_message(
     msg_type: MsgType,
     content: &str,
 ) -> Result<Option<(i32, i32, DateTime<Utc>)>, sqlx::Error> {
+    let queue = tx.queues_embeddings();
     sqlx::query_as(
         "WITH t AS (
              UPDATE tasks SET message_count = message_count + 1, updated_at = now()
@@ -487,7 +488,11 @@ pub async fn append_message(
          ), m AS (
              INSERT INTO task_messages (tenant_id, user_id, task_id, seq, role, content, msg_type)
              SELECT tenant_id, user_id, $1, message_count, $2, $3, $4 FROM t
-             RETURNING seq, created_at
+             RETURNING tenant_id, user_id, seq, created_at
+         ), o AS (
+             INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
+             SELECT tenant_id, user_id, 'task', $1, 'message', seq FROM m
+             WHERE $5 AND btrim($3) <> ''
          )
          SELECT m.seq, t.summary_message_count, m.created_at FROM m, t",
     )
@@ -495,6 +500,7 @@ pub async fn append_message(
     .bind(role.as_str())
     .bind(content)
     .bind(msg_type.as_str())
+    .bind(queue)
     .fetch_optional(tx)
     .await
 }
@@ -611,7 +617,11 @@ pub async fn append_events(
          input_payload, result_data, error_info, duration_ms) \
          RETURNING seq",
     );
-    let seqs: Vec<i64> = insert.build_query_scalar().fetch_all(tx).await?;
+    let queue = tx.queues_embeddings();
+    let seqs: Vec<i64> = insert.build_query_scalar().fetch_all(&mut *tx).await?;
+    if queue && !seqs.is_empty() {
+        queue_task_items(tx, task_id, "event", &seqs).await?;
+    }
     Ok(match (seqs.iter().min(), seqs.iter().max()) {
         (Some(first), Some(last)) => Some((*first, *last)),
         _ => None,
@@ -684,22 +694,30 @@ pub async fn append_snapshot(
     task_id: Uuid,
     snapshot: &NewSnapshot,
 ) -> Result<Option<Snapshot>, sqlx::Error> {
+    let queue = tx.queues_embeddings();
     let row: Option<(i32, DateTime<Utc>)> = sqlx::query_as(
         "WITH t AS (
              UPDATE tasks SET snapshot_count = snapshot_count + 1, updated_at = now()
              WHERE id = $1
              RETURNING tenant_id, user_id, snapshot_count
+         ), s AS (
+             INSERT INTO task_snapshots (tenant_id, user_id, task_id, seq, label, content,
+                                         is_summarized, ts)
+             SELECT tenant_id, user_id, $1, snapshot_count, $2, $3, $4, coalesce($5, now())
+             FROM t
+             RETURNING tenant_id, user_id, seq, ts
+         ), o AS (
+             INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
+             SELECT tenant_id, user_id, 'task', $1, 'snapshot', seq FROM s WHERE $6
          )
-         INSERT INTO task_snapshots (tenant_id, user_id, task_id, seq, label, content,
-                                     is_summarized, ts)
-         SELECT tenant_id, user_id, $1, snapshot_count, $2, $3, $4, coalesce($5, now()) FROM t
-         RETURNING seq, ts",
+         SELECT seq, ts FROM s",
     )
     .bind(task_id)
     .bind(&snapshot.label)
     .bind(&snapshot.content)
     .bind(snapshot.is_summarized)
     .bind(snapshot.timestamp)
+    .bind(queue)
     .fetch_optional(tx)
     .await?;
     Ok(row.map(|(seq, timestamp)| Snapshot {
@@ -709,6 +727,49 @@ pub async fn append_snapshot(
         is_summarized: snapshot.is_summarized,
         timestamp,
     }))
+}
+
+/// Queues items of a task's history for the embedder: `source` is `message`, `event`,
+/// `snapshot` or `step` (all text chunks of the step). The caller checks
+/// [`Scoped::queues_embeddings`].
+pub async fn queue_task_items(
+    tx: &mut Scoped,
+    task_id: Uuid,
+    source: &str,
+    seqs: &[i64],
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
+         SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 'task', $1, $2, s
+         FROM unnest($3::int8[]) AS s",
+    )
+    .bind(task_id)
+    .bind(source)
+    .bind(seqs)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Queues every message, event and snapshot of a task for the embedder (an imported task; its
+/// steps are queued as they are inserted). Nothing when the transaction queues no embeddings.
+pub async fn queue_task_history(tx: &mut Scoped, task_id: Uuid) -> Result<(), sqlx::Error> {
+    if !tx.queues_embeddings() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
+         SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 'task', $1,
+                i.source, i.seq
+         FROM (SELECT 'message' AS source, seq::int8 AS seq FROM task_messages
+               WHERE task_id = $1 AND btrim(content) <> ''
+               UNION ALL SELECT 'event', seq FROM task_events WHERE task_id = $1
+               UNION ALL SELECT 'snapshot', seq FROM task_snapshots WHERE task_id = $1) i",
+    )
+    .bind(task_id)
+    .execute(tx)
+    .await?;
+    Ok(())
 }
 
 pub async fn snapshots(

@@ -409,14 +409,18 @@ pub(super) fn tools() -> Vec<Tool> {
                     };
                     let body: TaskSearchRequest = c.parse()?;
                     let caller = c.reader()?;
+                    let state = State(c.state.clone());
                     match id {
-                        Some(id) => {
-                            ok(
-                                crate::tasks::workspace::search_task(caller, Path(id), Json(body))
-                                    .await,
-                            )
-                        }
-                        None => ok(crate::tasks::workspace::search_all(caller, Json(body)).await),
+                        Some(id) => ok(crate::tasks::workspace::search_task(
+                            state,
+                            caller,
+                            Path(id),
+                            Json(body),
+                        )
+                        .await),
+                        None => ok(
+                            crate::tasks::workspace::search_all(state, caller, Json(body)).await,
+                        ),
                     }
                 }
                 .boxed()

@@ -35,7 +35,12 @@ impl TestApp {
 
     /// The app with semantic search through `embedder`.
     pub async fn with_embedder(pool: PgPool, embedder: mnemo::embed::Embedder) -> TestApp {
-        Self::with_state(pool, |_| {}, move |state| state.embedder = Some(embedder)).await
+        Self::with_state(
+            pool,
+            |_| {},
+            move |state| state.set_embedder(Some(embedder)),
+        )
+        .await
     }
 
     /// The app with its configuration and then its state adjusted.

@@ -320,6 +320,7 @@ async fn erasing_me_deletes_every_row_of_mine_and_nothing_else(pool: PgPool) {
         "task_artifacts",
         "task_configs",
         "task_waits",
+        "task_vectors",
     ] {
         assert!(
             alice_before.get(table).copied().unwrap_or(0) > 0,

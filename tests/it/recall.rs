@@ -953,3 +953,229 @@ async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
     .await;
     assert_eq!(found["hits"], json!([]), "{found}");
 }
+
+/// A task with one item of each kind in its history; answers its id.
+async fn task_with_history(app: &TestApp, token: &str, step_text: &str) -> String {
+    let task = expect(
+        app.post("/api/tasks", token)
+            .json(&json!({"name": "deploy"})),
+        201,
+    )
+    .await;
+    let id = task["id"].as_str().unwrap().to_owned();
+    expect(
+        app.post(&format!("/api/tasks/{id}/update"), token)
+            .json(&json!({"message": "rolled back the release after the canary failed"})),
+        200,
+    )
+    .await;
+    expect(
+        app.post(&format!("/api/tasks/{id}/events"), token).json(
+            &json!({"events": [{"step_narrative": "pushed the image to the registry",
+                                      "tool_name": "docker", "status": "COMPLETED"}]}),
+        ),
+        201,
+    )
+    .await;
+    expect(
+        app.post(&format!("/api/tasks/{id}/snapshots"), token).json(
+            &json!({"label": "stage 2", "content": "waiting for the DNS change to propagate"}),
+        ),
+        201,
+    )
+    .await;
+    expect(
+        app.post(&format!("/api/tasks/{id}/steps"), token).json(
+            &json!({"agent_name": "coder", "parts": [
+                {"type": "text", "text": step_text},
+                {"type": "tool_call", "tool_call_id": "call_1", "tool_name": "shell"},
+                {"type": "tool_result", "tool_call_id": "call_1", "output": "exit code 0"}
+            ]}),
+        ),
+        201,
+    )
+    .await;
+    id
+}
+
+/// Task history is searched by meaning as well as by words: every kind of item gets a vector,
+/// `semantic` ranks by similarity, `hybrid` (the default) reports both sides, pages follow, and
+/// another user's nearest items never surface.
+#[sqlx::test]
+async fn task_history_is_searched_by_meaning(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(256)).await;
+    let alice = app.token("acme", "alice");
+    let bob = app.token("acme", "bob");
+    let id = task_with_history(&app, &alice, "the cat sat on the mat by the door").await;
+    // Bob's step is the query itself: the nearest vector of all.
+    let bobs = task_with_history(&app, &bob, "cat on a mat").await;
+
+    // Words find a write at once, before anything is embedded.
+    let found = expect(
+        app.post(&format!("/api/tasks/{id}/search"), &alice)
+            .json(&json!({"query": "canary", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["mode"], "keyword");
+    assert_eq!(found["hits"][0]["source"], "message", "{found}");
+    assert_eq!(found["hits"][0]["keyword_rank"], 1);
+    assert_eq!(found["hits"][0]["similarity"], Value::Null);
+    let queued: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM embedding_outbox WHERE kind = 'task' AND user_id = 'alice'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert!(
+        queued >= 4,
+        "message, event, snapshot and step queued: {queued}"
+    );
+    drain(&app).await;
+    let sources: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT source FROM task_vectors WHERE user_id = 'alice' ORDER BY source",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        sources,
+        vec!["event", "message", "snapshot", "step_text", "tool_result"]
+    );
+
+    let found = expect(
+        app.post("/api/tasks/search", &alice)
+            .json(&json!({"query": "cat on a mat", "mode": "semantic"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["mode"], "semantic");
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits[0]["source"], "step_text", "{found}");
+    assert_eq!(hits[0]["task_id"], id.as_str());
+    assert_eq!(hits[0]["vector_rank"], 1);
+    assert_eq!(hits[0]["keyword_rank"], Value::Null);
+    assert!(hits[0]["similarity"].as_f64().unwrap() > 0.3, "{found}");
+    assert!(
+        hits.iter().all(|h| h["task_id"] == id.as_str()),
+        "bob's task {bobs} surfaced: {found}"
+    );
+
+    // Hybrid is the default with an embedder and reports both sides.
+    let found = expect(
+        app.post(&format!("/api/tasks/{id}/search"), &alice)
+            .json(&json!({"query": "why was the release rolled back?"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["mode"], "hybrid");
+    assert_eq!(found["degraded"], false);
+    let top = &found["hits"][0];
+    assert_eq!(top["source"], "message", "{found}");
+    assert_eq!(top["keyword_rank"], 1);
+    assert!(top["vector_rank"].as_u64().is_some(), "{found}");
+    assert!(top["snippet"].as_str().unwrap().contains("«"), "{found}");
+
+    // A semantic ranking pages like a keyword one: every item once.
+    let mut seen = Vec::new();
+    let mut cursor = Value::Null;
+    for _ in 0..10 {
+        let page = expect(
+            app.post(&format!("/api/tasks/{id}/search"), &alice).json(
+                &json!({"query": "cat on a mat", "mode": "semantic", "limit": 2, "cursor": cursor}),
+            ),
+            200,
+        )
+        .await;
+        for hit in page["hits"].as_array().unwrap() {
+            seen.push(format!(
+                "{}:{}:{}",
+                hit["source"], hit["seq"], hit["part_index"]
+            ));
+        }
+        cursor = page["next_cursor"].clone();
+        if cursor.is_null() {
+            break;
+        }
+    }
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len(), "{seen:?}");
+    assert!(seen.len() >= 5, "every item has a vector: {seen:?}");
+
+    // Recall's task kind ranks by meaning too.
+    let recalled = expect(
+        app.post("/api/recall", &alice).json(
+            &json!({"query": "cat on a mat", "kinds": ["task"], "mode": "semantic", "limit": 3}),
+        ),
+        200,
+    )
+    .await;
+    assert_eq!(recalled["hits"][0]["kind"], "task", "{recalled}");
+    assert_eq!(recalled["hits"][0]["source"], "step_text", "{recalled}");
+}
+
+/// Without an embedder a task search by meaning is 422 naming `mode`; with a failing one it
+/// answers by words, marked degraded. Task history written before an embedder was set is
+/// queued by the backfill.
+#[sqlx::test]
+async fn task_search_degrades_and_backfills(pool: PgPool) {
+    let plain = TestApp::new(pool.clone()).await;
+    let token = plain.token("acme", "alice");
+    let id = task_with_history(&plain, &token, "the cat sat on the mat").await;
+    let problem = expect_problem(
+        plain
+            .post(&format!("/api/tasks/{id}/search"), &token)
+            .json(&json!({"query": "cat", "mode": "semantic"})),
+        422,
+    )
+    .await;
+    assert_eq!(problem["field"], "mode", "{problem}");
+    expect_problem(
+        plain
+            .post("/api/tasks/search", &token)
+            .json(&json!({"query": "cat", "mode": "fuzzy"})),
+        422,
+    )
+    .await;
+    plain.shutdown().await;
+
+    let failing = with_embedder(pool.clone(), Embedder::failing(64)).await;
+    let found = expect(
+        failing
+            .post(&format!("/api/tasks/{id}/search"), &token)
+            .json(&json!({"query": "canary release", "mode": "hybrid"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["degraded"], true, "{found}");
+    assert_eq!(found["mode"], "keyword");
+    assert_eq!(found["hits"][0]["source"], "message", "{found}");
+    failing.shutdown().await;
+
+    let embedder = Embedder::hashing(128);
+    let app = with_embedder(pool, embedder.clone()).await;
+    let items: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM task_messages) + (SELECT count(*) FROM task_events)
+              + (SELECT count(*) FROM task_snapshots)
+              + (SELECT count(DISTINCT seq) FROM task_step_texts)",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    let queued = indexer::backfill(&app.state.db, &embedder).await.unwrap();
+    assert_eq!(queued, u64::try_from(items).unwrap());
+    assert_eq!(
+        indexer::backfill(&app.state.db, &embedder).await.unwrap(),
+        0
+    );
+    drain(&app).await;
+    let found = expect(
+        app.post(&format!("/api/tasks/{id}/search"), &token)
+            .json(&json!({"query": "cat mat", "mode": "semantic", "limit": 1})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"][0]["source"], "step_text", "{found}");
+}

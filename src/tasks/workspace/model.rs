@@ -113,12 +113,13 @@ pub struct PageQuery {
     pub cursor: Option<String>,
 }
 
-/// A full-text search over task history.
+/// A search over task history.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = TaskSearchRequest)]
 pub struct SearchRequest {
-    /// Web-search syntax: words, `"phrases"`, `or`, `-excluded`.
+    /// A question or keywords. Words and `"phrases"` are ORed (texts holding more of them, and
+    /// rarer ones, rank higher); `-word` excludes.
     #[schema(min_length = 1, max_length = 1000, pattern = r"\S")]
     pub query: String,
     /// Hits per page (1-100, default 20).
@@ -127,6 +128,11 @@ pub struct SearchRequest {
     pub limit: Option<i64>,
     #[serde(default)]
     pub cursor: Option<String>,
+    /// `keyword`, `semantic` or `hybrid`; default `hybrid` when the server has an embedder,
+    /// else `keyword`. `keyword` pages through every match; `semantic` and `hybrid` through the
+    /// best 100 of each side.
+    #[serde(default)]
+    pub mode: Option<crate::search::SearchMode>,
 }
 
 /// Where a hit sits in the history.
@@ -170,15 +176,27 @@ pub struct SearchHit {
     pub tool_call_id: Option<String>,
     /// For snapshots: the label.
     pub label: Option<String>,
-    /// The matching text with hits in `«»`.
+    /// The matching text with hits in `«»` (a hit by meaning alone: the start of the text).
     pub snippet: String,
+    /// The rank score, higher is better: the keyword score in `keyword` mode, the similarity in
+    /// `semantic` mode, their fusion in `hybrid` mode.
     pub rank: f32,
+    /// Place among the keyword matches (1 = best), when the words matched.
+    pub keyword_rank: Option<u32>,
+    /// Place by similarity (1 = closest), when the text has been embedded.
+    pub vector_rank: Option<u32>,
+    /// Cosine similarity of the text to the query, when compared.
+    pub similarity: Option<f32>,
     pub at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = TaskSearchPage)]
 pub struct SearchPage {
+    /// The mode that ranked the hits.
+    pub mode: crate::search::SearchMode,
+    /// True when the embedder failed and only keyword results are served.
+    pub degraded: bool,
     /// Best first.
     pub hits: Vec<SearchHit>,
     pub next_cursor: Option<String>,

@@ -15,8 +15,6 @@ use super::parts::{self, Part, StepRefs};
 use super::waits::WaitStatus;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::search::TextQuery;
-use crate::search::query::{QUERY_CTE, idf_ranking};
 
 /// 404 for a task the caller does not have.
 pub fn task_not_found(id: Uuid) -> ApiError {
@@ -286,6 +284,11 @@ pub async fn insert_steps(
         .bind(&text_body)
         .execute(&mut *tx)
         .await?;
+        if tx.queues_embeddings() {
+            let mut seqs: Vec<i64> = text_seq.iter().map(|s| i64::from(*s)).collect();
+            seqs.dedup();
+            crate::tasks::store::queue_task_items(tx, task_id, "step", &seqs).await?;
+        }
     }
     let mut out = rows
         .into_iter()
@@ -804,142 +807,4 @@ pub async fn waits_after(
             .collect(),
         more,
     ))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Search
-
-#[derive(FromRow)]
-struct HitRow {
-    task_id: Uuid,
-    source: String,
-    seq: i64,
-    step_id: Option<String>,
-    part_index: Option<i32>,
-    char_offset: Option<i32>,
-    tool_call_id: Option<String>,
-    label: Option<String>,
-    snippet: String,
-    rank: f32,
-    at: DateTime<Utc>,
-}
-
-/// Search over messages, events, snapshots, step text and tool results, of one task (`task_id`)
-/// or all of the caller's: the query's words ORed, ranked by [`idf_ranking`] like every other
-/// search. Ranked best first; `offset`/`limit` page through it, and
-/// `limit + 1` rows are fetched to tell whether more follow. Snippets are made for the returned
-/// page only.
-pub async fn search(
-    tx: &mut Scoped,
-    task_id: Option<Uuid>,
-    query: &str,
-    offset: i64,
-    limit: i64,
-) -> Result<(Vec<SearchHit>, bool), sqlx::Error> {
-    let text =
-        TextQuery::parse("query", query).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
-    let ranking = idf_ranking(
-        "task_id, source, seq, part_index, char_offset",
-        "SELECT (SELECT count(*) FROM task_messages WHERE $3::uuid IS NULL OR task_id = $3)
-              + (SELECT count(*) FROM task_events WHERE $3::uuid IS NULL OR task_id = $3)
-              + (SELECT count(*) FROM task_snapshots WHERE $3::uuid IS NULL OR task_id = $3)
-              + (SELECT count(*) FROM task_step_texts WHERE $3::uuid IS NULL OR task_id = $3)",
-    );
-    // The texts are searched in their stored `tsv` (`mnemo_task_doc`: English, no path
-    // splitting); the query's lexemes match them the same way.
-    let sql = format!(
-        "WITH {QUERY_CTE}, hits AS MATERIALIZED (
-             SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
-                    NULL::int AS char_offset, m.tsv
-             FROM task_messages m, q
-             WHERE numnode(q.pos) > 0 AND m.tsv @@ q.q
-               AND ($3::uuid IS NULL OR m.task_id = $3)
-           UNION ALL
-             SELECT e.task_id, 'event', e.seq, NULL, NULL, e.tsv
-             FROM task_events e, q
-             WHERE numnode(q.pos) > 0 AND e.tsv @@ q.q
-               AND ($3::uuid IS NULL OR e.task_id = $3)
-           UNION ALL
-             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.tsv
-             FROM task_snapshots s, q
-             WHERE numnode(q.pos) > 0 AND s.tsv @@ q.q
-               AND ($3::uuid IS NULL OR s.task_id = $3)
-           UNION ALL
-             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
-             FROM task_step_texts t, q
-             WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q
-               AND ($3::uuid IS NULL OR t.task_id = $3)
-         ), {ranking}, docs AS (
-             SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
-                    NULL::int AS part_index, NULL::int AS char_offset, NULL::text AS tool_call_id,
-                    NULL::text AS label, m.content AS doc, m.created_at AS at, sc.score AS rank
-             FROM task_messages m JOIN scored sc
-               ON sc.source = 'message' AND sc.task_id = m.task_id AND sc.seq = m.seq
-           UNION ALL
-             SELECT e.task_id, 'event', e.seq, NULL, NULL, NULL, NULL, NULL,
-                    mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info),
-                    e.ts, sc.score
-             FROM task_events e JOIN scored sc
-               ON sc.source = 'event' AND sc.task_id = e.task_id AND sc.seq = e.seq
-           UNION ALL
-             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content, s.ts,
-                    sc.score
-             FROM task_snapshots s JOIN scored sc
-               ON sc.source = 'snapshot' AND sc.task_id = s.task_id AND sc.seq = s.seq
-           UNION ALL
-             SELECT t.task_id, t.kind, t.seq, st.step_id, t.part_index, t.char_offset,
-                    st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content, st.created_at,
-                    sc.score
-             FROM task_step_texts t
-             JOIN scored sc
-               ON sc.source = t.kind AND sc.task_id = t.task_id AND sc.seq = t.seq
-              AND sc.part_index = t.part_index AND sc.char_offset = t.char_offset
-             JOIN task_steps st ON st.tenant_id = t.tenant_id AND st.user_id = t.user_id
-                               AND st.task_id = t.task_id AND st.seq = t.seq
-         ), page AS (
-             -- Each document carries its score: joining `scored` again would make the planner,
-             -- which cannot estimate the CTE, loop over every hit for every hit.
-             SELECT d.* FROM docs d
-             ORDER BY d.rank DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index,
-                      d.char_offset
-             OFFSET $4 LIMIT $5
-         )
-         SELECT page.task_id, page.source, page.seq, page.step_id, page.part_index,
-                page.char_offset, page.tool_call_id, page.label,
-                ts_headline('english', left(page.doc, 100000), q.q,
-                            'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2') AS snippet,
-                page.rank, page.at
-         FROM page, q
-         ORDER BY page.rank DESC, page.at DESC, page.task_id, page.source, page.seq,
-                  page.part_index, page.char_offset"
-    );
-    let rows: Vec<HitRow> = sqlx::query_as(&sql)
-        .bind(&text.any)
-        .bind(&text.none)
-        .bind(task_id)
-        .bind(offset)
-        .bind(limit + 1)
-        .fetch_all(tx)
-        .await?;
-    let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
-    let hits = rows
-        .into_iter()
-        .take(usize::try_from(limit).unwrap_or(usize::MAX))
-        .filter_map(|r| {
-            Some(SearchHit {
-                task_id: r.task_id,
-                source: HitSource::parse(&r.source)?,
-                seq: r.seq,
-                step_id: r.step_id,
-                part_index: r.part_index,
-                char_offset: r.char_offset,
-                tool_call_id: r.tool_call_id,
-                label: r.label,
-                snippet: r.snippet,
-                rank: r.rank,
-                at: r.at,
-            })
-        })
-        .collect();
-    Ok((hits, more))
 }

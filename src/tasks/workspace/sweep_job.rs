@@ -67,12 +67,17 @@ pub async fn sweep_once(
              ), m AS (
                  INSERT INTO task_messages (tenant_id, user_id, task_id, seq, role, content, msg_type)
                  SELECT tenant_id, user_id, id, message_count, 'system', $3, 'lifecycle' FROM t
+             ), o AS (
+                 INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source,
+                                               task_seq)
+                 SELECT tenant_id, user_id, 'task', id, 'message', message_count FROM t WHERE $4
              )
              SELECT id FROM t",
         )
         .bind(id)
         .bind(pause_before)
         .bind(&note)
+        .bind(scoped.queues_embeddings())
         .fetch_optional(&mut *scoped)
         .await?;
         if paused.is_some() {

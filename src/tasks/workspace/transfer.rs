@@ -738,6 +738,7 @@ pub async fn store(
         .execute(&mut *tx)
         .await?;
     }
+    crate::tasks::store::queue_task_history(&mut *tx, new_id).await?;
     for action in &actions {
         let action_id: Uuid = sqlx::query_scalar(
             "INSERT INTO task_actions (tenant_id, user_id, id, task_id, version, ordinal, action_type,

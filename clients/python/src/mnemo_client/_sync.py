@@ -728,19 +728,28 @@ class Tasks(_Resource):
         task_id: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        mode: m.SearchMode | None = None,
     ) -> m.TaskSearchPage:
-        """Full-text search over one task's history (``task_id``) or over every task."""
+        """Search over one task's history (``task_id``) or over every task, by words, meaning or
+        both (``mode``)."""
         path = self._path(task_id, "/search") if task_id else "/api/tasks/search"
-        body = drop_none({"query": query, "limit": limit, "cursor": cursor})
+        body = drop_none({"query": query, "limit": limit, "cursor": cursor, "mode": mode})
         return self._model(Request("POST", path, json=body, safe=True), m.TaskSearchPage)
 
     def search(
-        self, query: str, *, task_id: str | None = None, page_size: int | None = None
+        self,
+        query: str,
+        *,
+        task_id: str | None = None,
+        page_size: int | None = None,
+        mode: m.SearchMode | None = None,
     ) -> Iterator[m.TaskSearchHit]:
         """Every hit of a history search, following ``next_cursor``."""
         cursor = None
         while True:
-            page = self.search_page(query, task_id=task_id, limit=page_size, cursor=cursor)
+            page = self.search_page(
+                query, task_id=task_id, limit=page_size, cursor=cursor, mode=mode
+            )
             for hit in page.hits or []:
                 yield hit
             cursor = page.next_cursor

@@ -1625,40 +1625,54 @@ class TaskSearchHit(Model):
 
     at: str
     rank: float
+    """The rank score, higher is better: the keyword score in `keyword` mode, the similarity in
+`semantic` mode, their fusion in `hybrid` mode."""
     seq: int
     """The seq of the message, event, step or snapshot."""
     snippet: str
-    """The matching text with hits in `«»`."""
+    """The matching text with hits in `«»` (a hit by meaning alone: the start of the text)."""
     source: HitSource
     task_id: str
     char_offset: int | None = None
+    keyword_rank: int | None = None
+    """Place among the keyword matches (1 = best), when the words matched."""
     label: str | None = None
     """For snapshots: the label."""
     part_index: int | None = None
+    similarity: float | None = None
+    """Cosine similarity of the text to the query, when compared."""
     step_id: str | None = None
     """For step hits: the step id, the part index, and the character offset of the matching
 chunk within the part."""
     tool_call_id: str | None = None
     """For tool results: the call answered."""
+    vector_rank: int | None = None
+    """Place by similarity (1 = closest), when the text has been embedded."""
 
 
 @dataclass(kw_only=True)
 class TaskSearchPage(Model):
+    degraded: bool
+    """True when the embedder failed and only keyword results are served."""
     hits: list[TaskSearchHit]
     """Best first."""
+    mode: SearchMode
+    """The mode that ranked the hits."""
     next_cursor: str | None = None
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {"hits": ("TaskSearchHit", True)}
 
 
 @dataclass(kw_only=True)
 class TaskSearchRequest(Model):
-    """A full-text search over task history."""
+    """A search over task history."""
 
     query: str
-    """Web-search syntax: words, `"phrases"`, `or`, `-excluded`."""
+    """A question or keywords. Words and `"phrases"` are ORed (texts holding more of them, and
+rarer ones, rank higher); `-word` excludes."""
     cursor: str | None = None
     limit: int | None = None
     """Hits per page (1-100, default 20)."""
+    mode: SearchMode | None = None
 
 
 @dataclass(kw_only=True)

@@ -1,0 +1,450 @@
+//! Search over task history (messages, execution-log events, snapshots, step text and tool
+//! results), of one task or of all the caller's tasks: by words, by meaning, or both.
+//!
+//! By words the query's terms are ORed and ranked by [`idf_ranking`] like every other search,
+//! and the whole ranking pages by offset. By meaning each item is compared with the query's
+//! embedding through `task_vectors` (filled by the background indexer). Both sides contribute
+//! their best [`CANDIDATES`], each candidate is scored on both sides, and
+//! [`fuse`](crate::search::fuse) ranks them; a hybrid or semantic search pages through that list.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::FromRow;
+use uuid::Uuid;
+
+use super::model::*;
+use crate::db::Scoped;
+use crate::error::ApiResult;
+use crate::search::fusion::candidates;
+use crate::search::query::{QUERY_CTE, idf_ranking};
+use crate::search::{QueryVector, SearchMode, TextQuery, fuse};
+
+/// Most candidates each side contributes to a semantic or hybrid ranking.
+pub const CANDIDATES: i64 = 100;
+
+/// An item of task history: task, source (`message`, `event`, `snapshot`, `step_text`,
+/// `tool_result`), seq, and for step texts the part and the chunk's character offset (-1 for
+/// the other sources).
+pub type Item = (Uuid, String, i64, i32, i32);
+
+/// What a search of task history found: hits of the page, whether more follow, and whether the
+/// embedder failed so that only words ranked (`degraded`).
+#[derive(Debug)]
+pub struct Found {
+    pub hits: Vec<SearchHit>,
+    pub more: bool,
+    pub mode: SearchMode,
+    pub degraded: bool,
+}
+
+/// The caller's texts matching the query's words, as a CTE `hits` (item keys and `tsv`); `$3`
+/// is the task, or NULL for every task.
+const HITS: &str = "hits AS MATERIALIZED (
+         SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
+                NULL::int AS char_offset, m.tsv
+         FROM task_messages m, q
+         WHERE numnode(q.pos) > 0 AND m.tsv @@ q.q
+           AND ($3::uuid IS NULL OR m.task_id = $3)
+       UNION ALL
+         SELECT e.task_id, 'event', e.seq, NULL, NULL, e.tsv
+         FROM task_events e, q
+         WHERE numnode(q.pos) > 0 AND e.tsv @@ q.q
+           AND ($3::uuid IS NULL OR e.task_id = $3)
+       UNION ALL
+         SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.tsv
+         FROM task_snapshots s, q
+         WHERE numnode(q.pos) > 0 AND s.tsv @@ q.q
+           AND ($3::uuid IS NULL OR s.task_id = $3)
+       UNION ALL
+         SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
+         FROM task_step_texts t, q
+         WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q
+           AND ($3::uuid IS NULL OR t.task_id = $3)
+     )";
+
+/// Texts the document frequencies are taken over: all the caller's history, or one task's.
+const CORPUS: &str =
+    "SELECT (SELECT count(*) FROM task_messages WHERE $3::uuid IS NULL OR task_id = $3)
+          + (SELECT count(*) FROM task_events WHERE $3::uuid IS NULL OR task_id = $3)
+          + (SELECT count(*) FROM task_snapshots WHERE $3::uuid IS NULL OR task_id = $3)
+          + (SELECT count(*) FROM task_step_texts WHERE $3::uuid IS NULL OR task_id = $3)";
+
+/// The start of a keyword statement: the query, the matching texts, and their scores (CTE
+/// `scored`). Binds `$1` (the ORed terms), `$2` (excluded terms) and `$3` (the task).
+fn keyword_ctes() -> String {
+    let ranking = idf_ranking("task_id, source, seq, part_index, char_offset", CORPUS);
+    format!("WITH {QUERY_CTE}, {HITS}, {ranking}")
+}
+
+/// The documents of items in a CTE `k` (`task_id`, `source`, `seq`, `part_index`, `char_offset`,
+/// `score`, `ord`), with where each sits and its time; ordered by `ord`.
+const DOCS: &str = "docs AS (
+         SELECT k.ord, m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
+                NULL::int AS part_index, NULL::int AS char_offset, NULL::text AS tool_call_id,
+                NULL::text AS label, m.content AS doc, m.created_at AS at, k.score AS rank
+         FROM k JOIN task_messages m
+           ON k.source = 'message' AND m.task_id = k.task_id AND m.seq = k.seq
+       UNION ALL
+         SELECT k.ord, e.task_id, 'event', e.seq, NULL, NULL, NULL, NULL, NULL,
+                mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info),
+                e.ts, k.score
+         FROM k JOIN task_events e
+           ON k.source = 'event' AND e.task_id = k.task_id AND e.seq = k.seq
+       UNION ALL
+         SELECT k.ord, s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content,
+                s.ts, k.score
+         FROM k JOIN task_snapshots s
+           ON k.source = 'snapshot' AND s.task_id = k.task_id AND s.seq = k.seq
+       UNION ALL
+         SELECT k.ord, t.task_id, t.kind, t.seq, st.step_id, t.part_index, t.char_offset,
+                st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content, st.created_at,
+                k.score
+         FROM k
+         JOIN task_step_texts t
+           ON k.source = t.kind AND t.task_id = k.task_id AND t.seq = k.seq
+          AND t.part_index = k.part_index AND t.char_offset = k.char_offset
+         JOIN task_steps st ON st.tenant_id = t.tenant_id AND st.user_id = t.user_id
+                           AND st.task_id = t.task_id AND st.seq = t.seq
+     )";
+
+/// The end of a statement over documents in `from` (as [`DOCS`] makes them): the hit's fields
+/// with a snippet, matches in `«»`, in the order `order`.
+fn show(from: &str, order: &str) -> String {
+    format!(
+        "SELECT d.task_id, d.source, d.seq, d.step_id, d.part_index, d.char_offset,
+                d.tool_call_id, d.label,
+                ts_headline('english', left(d.doc, 100000), q.q,
+                            'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2') AS snippet,
+                d.rank, d.at
+         FROM {from} d, q
+         ORDER BY {order}"
+    )
+}
+
+#[derive(FromRow)]
+struct HitRow {
+    task_id: Uuid,
+    source: String,
+    seq: i64,
+    step_id: Option<String>,
+    part_index: Option<i32>,
+    char_offset: Option<i32>,
+    tool_call_id: Option<String>,
+    label: Option<String>,
+    snippet: String,
+    rank: f32,
+    at: DateTime<Utc>,
+}
+
+#[derive(FromRow)]
+struct Scored {
+    task_id: Uuid,
+    source: String,
+    seq: i64,
+    part_index: i32,
+    char_offset: i32,
+    score: f32,
+}
+
+impl Scored {
+    fn pair(self) -> (Item, f32) {
+        (
+            (
+                self.task_id,
+                self.source,
+                self.seq,
+                self.part_index,
+                self.char_offset,
+            ),
+            self.score,
+        )
+    }
+}
+
+/// Item keys as the parallel arrays statements take.
+struct Keys {
+    tasks: Vec<Uuid>,
+    sources: Vec<String>,
+    seqs: Vec<i64>,
+    parts: Vec<i32>,
+    offsets: Vec<i32>,
+}
+
+impl Keys {
+    fn of<'a>(items: impl Iterator<Item = &'a Item>) -> Keys {
+        let mut keys = Keys {
+            tasks: Vec::new(),
+            sources: Vec::new(),
+            seqs: Vec::new(),
+            parts: Vec::new(),
+            offsets: Vec::new(),
+        };
+        for (task, source, seq, part, offset) in items {
+            keys.tasks.push(*task);
+            keys.sources.push(source.clone());
+            keys.seqs.push(*seq);
+            keys.parts.push(*part);
+            keys.offsets.push(*offset);
+        }
+        keys
+    }
+}
+
+/// Searches task history: of one task (`task_id`) or all of the caller's. `keyword` ranks the
+/// whole history by words and pages by `offset`/`limit`; `semantic` and `hybrid` (with `vector`,
+/// the query's embedding) rank the best candidates of each side. Without a vector in those
+/// modes (the embedder failed) the answer is the keyword ranking, marked degraded.
+pub async fn search(
+    tx: &mut Scoped,
+    task_id: Option<Uuid>,
+    query: &str,
+    (offset, limit): (i64, i64),
+    mode: SearchMode,
+    vector: Option<&QueryVector>,
+) -> ApiResult<Found> {
+    let text = TextQuery::parse("query", query)?;
+    let vector = vector.filter(|_| mode.semantic());
+    let degraded = mode.semantic() && vector.is_none();
+    crate::search::begin_search(tx).await?;
+    let Some(vector) = vector else {
+        let (hits, more) = by_words(tx, task_id, &text, offset, limit).await?;
+        return Ok(Found {
+            hits,
+            more,
+            mode: if degraded { SearchMode::Keyword } else { mode },
+            degraded,
+        });
+    };
+
+    let mut near = nearest(tx, task_id, vector, None).await?;
+    let mut words: Vec<(Item, f32)> = Vec::new();
+    if mode.keyword() {
+        // Each side's candidates scored on the other side too, so that fusion compares whole
+        // scores.
+        words = keyword_scores(tx, task_id, &text, &near).await?;
+        let missing: Vec<Item> = words
+            .iter()
+            .map(|w| w.0.clone())
+            .filter(|item| !near.iter().any(|n| n.0 == *item))
+            .collect();
+        if !missing.is_empty() {
+            near.extend(nearest(tx, task_id, vector, Some(&missing)).await?);
+        }
+    }
+    let mut ranked = fuse(candidates(&words, &near), vector.keyword_weight);
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    let end = start.saturating_add(usize::try_from(limit).unwrap_or(usize::MAX));
+    let more = ranked.len() > end;
+    ranked.truncate(end);
+    let page: Vec<_> = ranked.into_iter().skip(start).collect();
+
+    let keys = Keys::of(page.iter().map(|f| &f.id));
+    let scores: Vec<f32> = page.iter().map(|f| f.score).collect();
+    let rows: Vec<HitRow> = sqlx::query_as(&format!(
+        "WITH {QUERY_CTE}, k AS (
+             SELECT * FROM unnest($3::uuid[], $4::text[], $5::int8[], $6::int4[], $7::int4[],
+                                  $8::real[])
+                 WITH ORDINALITY AS k(task_id, source, seq, part_index, char_offset, score, ord)
+         ), {DOCS}
+         {}",
+        show("docs", "d.ord")
+    ))
+    .bind(&text.any)
+    .bind(&text.none)
+    .bind(&keys.tasks)
+    .bind(&keys.sources)
+    .bind(&keys.seqs)
+    .bind(&keys.parts)
+    .bind(&keys.offsets)
+    .bind(&scores)
+    .fetch_all(&mut *tx)
+    .await?;
+    let by_item: HashMap<Item, HitRow> = rows
+        .into_iter()
+        .map(|r| {
+            let item = (
+                r.task_id,
+                r.source.clone(),
+                r.seq,
+                r.part_index.unwrap_or(-1),
+                r.char_offset.unwrap_or(-1),
+            );
+            (item, r)
+        })
+        .collect();
+    let mut by_item = by_item;
+    let hits = page
+        .into_iter()
+        .filter_map(|f| {
+            let row = by_item.remove(&f.id)?;
+            let mut hit = hit(row)?;
+            hit.keyword_rank = f.keyword_rank;
+            hit.vector_rank = f.vector_rank;
+            hit.similarity = f.similarity;
+            Some(hit)
+        })
+        .collect();
+    Ok(Found {
+        hits,
+        more,
+        mode,
+        degraded: false,
+    })
+}
+
+fn hit(r: HitRow) -> Option<SearchHit> {
+    Some(SearchHit {
+        task_id: r.task_id,
+        source: HitSource::parse(&r.source)?,
+        seq: r.seq,
+        step_id: r.step_id,
+        part_index: r.part_index,
+        char_offset: r.char_offset,
+        tool_call_id: r.tool_call_id,
+        label: r.label,
+        snippet: r.snippet,
+        rank: r.rank,
+        keyword_rank: None,
+        vector_rank: None,
+        similarity: None,
+        at: r.at,
+    })
+}
+
+/// The keyword ranking of the whole history, one page: `limit + 1` rows are fetched to tell
+/// whether more follow, and snippets are made for the page only.
+async fn by_words(
+    tx: &mut Scoped,
+    task_id: Option<Uuid>,
+    text: &TextQuery,
+    offset: i64,
+    limit: i64,
+) -> ApiResult<(Vec<SearchHit>, bool)> {
+    // Newest first among equal scores.
+    let order = "d.rank DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index, d.char_offset";
+    let sql = format!(
+        "{}, k AS (
+             SELECT task_id, source, seq, part_index, char_offset, score, 0::bigint AS ord
+             FROM scored
+         ), {DOCS}, page AS (
+             -- Each document carries its score: joining `scored` again would make the planner,
+             -- which cannot estimate the CTE, loop over every hit for every hit.
+             SELECT d.* FROM docs d ORDER BY {order} OFFSET $4 LIMIT $5
+         )
+         {}",
+        keyword_ctes(),
+        show("page", order)
+    );
+    let rows: Vec<HitRow> = sqlx::query_as(&sql)
+        .bind(&text.any)
+        .bind(&text.none)
+        .bind(task_id)
+        .bind(offset)
+        .bind(limit + 1)
+        .fetch_all(&mut *tx)
+        .await?;
+    let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
+    let hits = rows
+        .into_iter()
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let mut hit = hit(r)?;
+            hit.keyword_rank = u32::try_from(offset + 1).ok()?.checked_add(i as u32);
+            Some(hit)
+        })
+        .collect();
+    Ok((hits, more))
+}
+
+/// The best [`CANDIDATES`] items by words, and the keyword score of each of `also` that the
+/// words match.
+async fn keyword_scores(
+    tx: &mut Scoped,
+    task_id: Option<Uuid>,
+    text: &TextQuery,
+    also: &[(Item, f32)],
+) -> ApiResult<Vec<(Item, f32)>> {
+    let keys = Keys::of(also.iter().map(|a| &a.0));
+    let sql = format!(
+        "{}, ranked AS (
+             SELECT task_id, source, seq, coalesce(part_index, -1) AS part_index,
+                    coalesce(char_offset, -1) AS char_offset, score,
+                    row_number() OVER (ORDER BY score DESC, task_id, source, seq, part_index,
+                                                char_offset) AS ord
+             FROM scored
+         )
+         SELECT task_id, source, seq, part_index, char_offset, score FROM ranked
+         WHERE ord <= $4
+            OR (task_id, source, seq, part_index, char_offset) IN (
+                   SELECT * FROM unnest($5::uuid[], $6::text[], $7::int8[], $8::int4[],
+                                        $9::int4[]))
+         ORDER BY ord",
+        keyword_ctes()
+    );
+    let rows: Vec<Scored> = sqlx::query_as(&sql)
+        .bind(&text.any)
+        .bind(&text.none)
+        .bind(task_id)
+        .bind(CANDIDATES)
+        .bind(&keys.tasks)
+        .bind(&keys.sources)
+        .bind(&keys.seqs)
+        .bind(&keys.parts)
+        .bind(&keys.offsets)
+        .fetch_all(&mut *tx)
+        .await?;
+    Ok(rows.into_iter().map(Scored::pair).collect())
+}
+
+/// The items closest in meaning to `vector`, closest first, each once (at the closer of its
+/// vectors with and without context); with `only`, the similarity of just those items.
+async fn nearest(
+    tx: &mut Scoped,
+    task_id: Option<Uuid>,
+    vector: &QueryVector,
+    only: Option<&[Item]>,
+) -> ApiResult<Vec<(Item, f32)>> {
+    let dims = vector.values.len();
+    // The cast names the dimension so that this model's HNSW index serves the ORDER BY; `dims`
+    // is the embedder's, never the caller's.
+    let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
+    let keys = only.map(|items| Keys::of(items.iter()));
+    let rows: Vec<Scored> = sqlx::query_as(&format!(
+        "SELECT v.task_id, v.source, v.seq, v.part_index, v.char_offset,
+                (1 - {distance})::real AS score
+         FROM task_vectors v
+         WHERE v.tenant_id = current_setting('mnemo.tenant')
+           AND v.user_id = current_setting('mnemo.user')
+           AND v.model = $2
+           AND ($3::uuid IS NULL OR v.task_id = $3)
+           AND ($4::uuid[] IS NULL
+                OR (v.task_id, v.source, v.seq, v.part_index, v.char_offset) IN (
+                       SELECT * FROM unnest($4::uuid[], $5::text[], $6::int8[], $7::int4[],
+                                            $8::int4[])))
+         ORDER BY {distance}
+         LIMIT $9"
+    ))
+    .bind(pgvector::Vector::from(vector.values.clone()))
+    .bind(&vector.model_id)
+    .bind(task_id)
+    .bind(keys.as_ref().map(|k| &k.tasks))
+    .bind(keys.as_ref().map(|k| &k.sources))
+    .bind(keys.as_ref().map(|k| &k.seqs))
+    .bind(keys.as_ref().map(|k| &k.parts))
+    .bind(keys.as_ref().map(|k| &k.offsets))
+    // Each item may have two vectors (with and without its context).
+    .bind(CANDIDATES * 2)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut out: Vec<(Item, f32)> = Vec::with_capacity(rows.len());
+    for (item, score) in rows.into_iter().map(Scored::pair) {
+        // Closest first: an item seen already has its better score.
+        if !out.iter().any(|o| o.0 == item) {
+            out.push((item, score));
+        }
+    }
+    out.truncate(CANDIDATES as usize);
+    Ok(out)
+}
