@@ -159,9 +159,8 @@ async fn keyword_candidates(
          WHERE m.tenant_id = current_setting('mnemo.tenant')
            AND m.user_id = current_setting('mnemo.user')
          ORDER BY m.seq DESC",
-        "SELECT 1 FROM conversation_messages m
-         WHERE m.tenant_id = current_setting('mnemo.tenant')
-           AND m.user_id = current_setting('mnemo.user') AND m.tsv @@ t.tq",
+        // Through the full-text index (see `mnemo_message_matches`).
+        "SELECT 1 FROM mnemo_message_matches(t.tq, $4)",
         "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
          WHERE s.tenant_id = current_setting('mnemo.tenant')
            AND s.user_id = current_setting('mnemo.user')",
@@ -178,11 +177,10 @@ async fn keyword_candidates(
              SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
              FROM unnest($9::text[], $10::float8[]) AS t(term, estimate)
          ), rare_hits AS MATERIALIZED (
-             SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at
-             FROM conversation_messages m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user')
-               AND $11::tsquery IS NOT NULL AND m.tsv @@ $11::tsquery
+             -- Every match of the rare terms, found through the full-text index.
+             SELECT r.seq, r.tsv, r.session_id, r.sent_at, r.archived_at
+             FROM mnemo_message_matches($11::tsquery, NULL) r
+             WHERE $11::tsquery IS NOT NULL
          ), recent AS MATERIALIZED (
              SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at
              FROM conversation_messages m

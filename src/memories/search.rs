@@ -144,9 +144,8 @@ async fn keyword_candidates(
          WHERE c.tenant_id = current_setting('mnemo.tenant')
            AND c.user_id = current_setting('mnemo.user')
          ORDER BY c.memory_id DESC, c.byte_start DESC",
-        "SELECT 1 FROM agent_memory_chunks c
-         WHERE c.tenant_id = current_setting('mnemo.tenant')
-           AND c.user_id = current_setting('mnemo.user') AND c.tsv @@ t.tq",
+        // Through the full-text index (see `mnemo_chunk_matches`).
+        "SELECT 1 FROM mnemo_chunk_matches(t.tq, $4)",
         "SELECT count(*) FROM agent_memory_chunks c
          WHERE c.tenant_id = current_setting('mnemo.tenant')
            AND c.user_id = current_setting('mnemo.user')",
@@ -163,15 +162,13 @@ async fn keyword_candidates(
              SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
              FROM unnest($12::text[], $13::float8[]) AS t(term, estimate)
          ), rare_chunks AS MATERIALIZED (
-             SELECT c.memory_id, c.byte_start, c.tsv FROM agent_memory_chunks c
-             WHERE c.tenant_id = current_setting('mnemo.tenant')
-               AND c.user_id = current_setting('mnemo.user')
-               AND $14::tsquery IS NOT NULL AND c.tsv @@ $14::tsquery
+             -- Every match of the rare terms, found through the full-text indexes.
+             SELECT r.memory_id, r.byte_start, r.tsv
+             FROM mnemo_chunk_matches($14::tsquery, NULL) r
+             WHERE $14::tsquery IS NOT NULL
          ), rare_summaries AS MATERIALIZED (
-             SELECT m.id, m.summary_tsv FROM agent_memories m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user')
-               AND $14::tsquery IS NOT NULL AND m.summary_tsv @@ $14::tsquery
+             SELECT r.id, r.summary_tsv FROM mnemo_summary_matches($14::tsquery, NULL) r
+             WHERE $14::tsquery IS NOT NULL
          ), recent_chunks AS (
              SELECT c.memory_id, c.byte_start, c.tsv FROM agent_memory_chunks c
              WHERE c.tenant_id = current_setting('mnemo.tenant')

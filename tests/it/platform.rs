@@ -512,6 +512,97 @@ async fn every_table_forces_row_level_security(pool: PgPool) {
     );
 }
 
+/// The word-lookup functions that reach past row-level security to use the full-text indexes
+/// find only the scoped user's rows, nothing without a scope, and only mnemo_app may call them;
+/// no other function runs with its owner's rights.
+#[sqlx::test]
+async fn word_lookups_find_only_the_callers_rows(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let tokens = [
+        app.token("t1", "alice"),
+        app.token("t1", "bob"),
+        app.token("t2", "alice"),
+    ];
+    for (i, token) in tokens.iter().enumerate() {
+        // One more of each per identity, so that the counts tell them apart.
+        for n in 0..=i {
+            expect(
+                app.put(&format!("/api/memories/zanzibar-{n}"), token)
+                    .json(&json!({"content": "a trip to zanzibar", "description": "zanzibar"})),
+                201,
+            )
+            .await;
+            expect(
+                app.post("/api/chat/session/archive_messages", token)
+                    .json(&json!({
+                        "session_id": "s1",
+                        "messages_batch": [{"id": format!("m{n}"), "sender": "user",
+                                            "text": "zanzibar again",
+                                            "timestamp": "2026-03-01T10:00:00Z"}]
+                    })),
+                200,
+            )
+            .await;
+        }
+    }
+    let db = mnemo::db::Db::new(pool.clone());
+    for (i, (tenant, user)) in [("t1", "alice"), ("t1", "bob"), ("t2", "alice")]
+        .into_iter()
+        .enumerate()
+    {
+        let mut tx = db.scoped(&principal(tenant, user)).await.expect("begin");
+        let counts: (i64, i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM mnemo_message_matches('zanzibar', NULL)),
+                    (SELECT count(*) FROM mnemo_chunk_matches('zanzibar', NULL)),
+                    (SELECT count(*) FROM mnemo_summary_matches('zanzibar', NULL))",
+        )
+        .fetch_one(&mut tx)
+        .await
+        .expect("lookups");
+        let n = i as i64 + 1;
+        assert_eq!(counts, (n, n, n), "{tenant}/{user}");
+        // A limit holds, and a user of the same name in another tenant is someone else.
+        let limited: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM mnemo_message_matches('zanzibar', 1)")
+                .fetch_one(&mut tx)
+                .await
+                .expect("limited");
+        assert_eq!(limited, 1);
+    }
+
+    // No scope: nothing, even for the superuser calling them directly.
+    let unscoped: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM mnemo_message_matches('zanzibar', NULL)")
+            .fetch_one(&pool)
+            .await
+            .expect("unscoped");
+    assert_eq!(unscoped, 0);
+
+    // Exactly these three run with their owner's rights, with a fixed search path, callable by
+    // mnemo_app and by no other role of the service.
+    let definers: Vec<(String, bool, bool, bool)> = sqlx::query_as(
+        "SELECT p.proname::text,
+                coalesce(array_to_string(p.proconfig, ',') LIKE 'search_path=%', false),
+                has_function_privilege('mnemo_app', p.oid, 'EXECUTE'),
+                has_function_privilege('mnemo_indexer', p.oid, 'EXECUTE')
+                    OR has_function_privilege('mnemo_eraser', p.oid, 'EXECUTE')
+                    OR has_function_privilege('mnemo_retention', p.oid, 'EXECUTE')
+         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = 'public' AND p.prosecdef ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("catalog");
+    assert_eq!(
+        definers,
+        vec![
+            ("mnemo_chunk_matches".to_owned(), true, true, false),
+            ("mnemo_message_matches".to_owned(), true, true, false),
+            ("mnemo_summary_matches".to_owned(), true, true, false),
+        ]
+    );
+}
+
 #[sqlx::test]
 async fn problems_for_unknown_routes_methods_and_bodies(pool: PgPool) {
     let app = TestApp::new(pool.clone()).await;
