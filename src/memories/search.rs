@@ -69,18 +69,39 @@ struct Shown {
     snippet: String,
 }
 
-/// The caller's memories a search may see (the filters), as a CTE named `mem`; binds $3..$9.
-const MEMORIES: &str = "mem AS (
-     SELECT id, summary_tsv FROM agent_memories
-     WHERE tenant_id = current_setting('mnemo.tenant')
-       AND user_id = current_setting('mnemo.user')
-       AND ($3 OR is_active)
-       AND ($4::text IS NULL OR agent_id = $4)
-       AND ($5::text IS NULL OR thread_id = $5)
-       AND ($6::text IS NULL OR memory_type = $6)
-       AND ($7::timestamptz IS NULL OR created_at >= $7)
-       AND ($8::timestamptz IS NULL OR created_at < $8)
-       AND ($9::jsonb IS NULL OR content_metadata @> $9))";
+/// The filters of a search over memory `m`; binds $3..$9.
+const FILTERS: &str = "($3 OR m.is_active)
+       AND ($4::text IS NULL OR m.agent_id = $4)
+       AND ($5::text IS NULL OR m.thread_id = $5)
+       AND ($6::text IS NULL OR m.memory_type = $6)
+       AND ($7::timestamptz IS NULL OR m.created_at >= $7)
+       AND ($8::timestamptz IS NULL OR m.created_at < $8)
+       AND ($9::jsonb IS NULL OR m.content_metadata @> $9)";
+
+/// The caller's memories a search may see, as a CTE named `mem`: for the exact ranking, whose
+/// caller has no more chunks than the sample.
+fn memories() -> String {
+    format!(
+        "mem AS (
+     SELECT m.id, m.summary_tsv FROM agent_memories m
+     WHERE m.tenant_id = current_setting('mnemo.tenant')
+       AND m.user_id = current_setting('mnemo.user')
+       AND {FILTERS})"
+    )
+}
+
+/// Whether the memory `id` (an SQL expression) passes the filters: one lookup by key per
+/// candidate, so that a search over a long history never reads all of its memories. (`OFFSET 0`
+/// keeps PostgreSQL from turning the test into a join, which it may plan as a hash of every
+/// memory of the caller.)
+fn admitted(id: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM agent_memories m
+                 WHERE m.tenant_id = current_setting('mnemo.tenant')
+                   AND m.user_id = current_setting('mnemo.user') AND m.id = {id}
+                   AND {FILTERS} OFFSET 0)"
+    )
+}
 
 /// The end of both keyword statements, over a CTE `scored` (`memory_id`, `byte_start`, `score`):
 /// a memory once, scored by its best hit and shown at its best content chunk when the content
@@ -158,7 +179,7 @@ async fn keyword_candidates(
         return exact_keyword_candidates(conn, text, filters, only).await;
     };
     let sql = format!(
-        "WITH {QUERY_CTE}, {MEMORIES}, terms AS (
+        "WITH {QUERY_CTE}, terms AS (
              SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
              FROM unnest($12::text[], $13::float8[]) AS t(term, estimate)
          ), rare_chunks AS MATERIALIZED (
@@ -190,19 +211,20 @@ async fn keyword_candidates(
              WHERE m.tenant_id = current_setting('mnemo.tenant')
                AND m.user_id = current_setting('mnemo.user')
                AND $10::uuid[] IS NOT NULL AND m.id = ANY($10)
-         ), hits AS MATERIALIZED (
+         ), matched AS MATERIALIZED (
              SELECT c.memory_id, c.byte_start, c.tsv
              FROM (SELECT * FROM rare_chunks UNION SELECT * FROM recent_chunks
                    UNION SELECT * FROM only_chunks) c, q
              WHERE numnode(q.pos) > 0 AND c.tsv @@ q.q
-               AND c.memory_id IN (SELECT id FROM mem)
              UNION ALL
              SELECT s.id, NULL, s.summary_tsv
              FROM (SELECT * FROM rare_summaries UNION SELECT * FROM recent_summaries
                    UNION SELECT * FROM only_summaries) s, q
              WHERE numnode(q.pos) > 0 AND s.summary_tsv @@ q.q
-               AND s.id IN (SELECT id FROM mem)
-         ), df AS (
+         ), hits AS MATERIALIZED (
+             -- The filters, on the matches only.
+             SELECT h.memory_id, h.byte_start, h.tsv FROM matched h WHERE {admitted}
+         ), df AS MATERIALIZED (
              SELECT t.term,
                     coalesce(t.estimate,
                              (SELECT count(*) FROM rare_chunks r WHERE r.tsv @@ t.tq)
@@ -216,7 +238,8 @@ async fn keyword_candidates(
                     sum(ln(1 + ($16::float8 - df.n + 0.5) / (df.n + 0.5)))::real AS score
              FROM matches m JOIN df USING (term)
              GROUP BY m.memory_id, m.byte_start
-         ), {BEST}"
+         ), {BEST}",
+        admitted = admitted("h.memory_id"),
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
@@ -249,7 +272,7 @@ async fn exact_keyword_candidates(
            AND c.user_id = current_setting('mnemo.user')",
     );
     let sql = format!(
-        "WITH {QUERY_CTE}, {MEMORIES}, hits AS MATERIALIZED (
+        "WITH {QUERY_CTE}, {}, hits AS MATERIALIZED (
              SELECT c.memory_id, c.byte_start, c.tsv
              FROM agent_memory_chunks c, q
              WHERE c.tenant_id = current_setting('mnemo.tenant')
@@ -260,7 +283,8 @@ async fn exact_keyword_candidates(
              SELECT mem.id, NULL, mem.summary_tsv
              FROM mem, q
              WHERE numnode(q.pos) > 0 AND mem.summary_tsv @@ q.q
-         ), {ranking}, {BEST}"
+         ), {ranking}, {BEST}",
+        memories()
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
@@ -287,19 +311,20 @@ async fn vector_candidates(
     // embedder's, never the caller's.
     let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
     let sql = format!(
-        "WITH {MEMORIES}, near AS (
+        "WITH near AS (
              SELECT v.memory_id, v.byte_start, 1 - {distance} AS score
              FROM memory_vectors v
              WHERE v.tenant_id = current_setting('mnemo.tenant')
                AND v.user_id = current_setting('mnemo.user')
                AND v.model = $2
-               AND v.memory_id IN (SELECT id FROM mem)
+               AND {admitted}
                AND ($10::uuid[] IS NULL OR v.memory_id = ANY($10))
              ORDER BY {distance}
              LIMIT $11
          )
          SELECT DISTINCT ON (memory_id) memory_id, byte_start, score::real AS score FROM near
-         ORDER BY memory_id, score DESC"
+         ORDER BY memory_id, score DESC",
+        admitted = admitted("v.memory_id")
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(pgvector::Vector::from(vector.values.clone()))
