@@ -11,9 +11,10 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use regex::Regex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::digest_state::DigestState;
 use super::model::ItemStatus;
 
 /// A plan item as the digest sees it.
@@ -59,7 +60,7 @@ pub struct DigestItem {
 }
 
 /// A detail worth remembering, pulled from the updates.
-#[derive(Debug, Clone, Serialize, ToSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
 pub struct KeyDetail {
     /// `version`, `url`, `host`, `reference` (host/path such as an image), `path`, `id` or `port`.
     pub kind: String,
@@ -110,7 +111,27 @@ pub const MAX_KEY_DETAILS: usize = 40;
 
 /// Builds the digest. `messages` must be in sequence order; `recent` is how many to quote.
 pub fn build(facts: &TaskFacts, items: &[Item], messages: &[Message], recent: usize) -> Digest {
-    let inferred = infer(items, messages);
+    let mut state = DigestState::default();
+    state.fold(&item_titles(items), messages);
+    let recent = &messages[messages.len().saturating_sub(recent)..];
+    build_from(facts, items, &state, recent, messages.len())
+}
+
+/// The titles of `items`, as [`DigestState::fold`] takes them.
+pub fn item_titles(items: &[Item]) -> Vec<String> {
+    items.iter().map(|i| i.title.clone()).collect()
+}
+
+/// Builds the digest from the folded state of the task's messages, `recent` (the latest
+/// messages, in order, all of them quoted) and the count of all messages.
+pub fn build_from(
+    facts: &TaskFacts,
+    items: &[Item],
+    state: &DigestState,
+    recent: &[Message],
+    message_count: usize,
+) -> Digest {
+    let inferred = state.inferred(items);
     let as_digest = |item: &Item| {
         let from = inferred.get(&item.ordinal).copied();
         DigestItem {
@@ -137,10 +158,9 @@ pub fn build(facts: &TaskFacts, items: &[Item], messages: &[Message], recent: us
         .and_then(|c| remaining.iter().find(|i| i.ordinal > c.ordinal))
         .or_else(|| remaining.first())
         .cloned();
-    let (key_details, key_details_omitted) = key_details(messages, MAX_KEY_DETAILS);
-    let recent_updates = messages
+    let (key_details, key_details_omitted) = state.key_details();
+    let recent_updates = recent
         .iter()
-        .skip(messages.len().saturating_sub(recent))
         .map(|m| RecentUpdate {
             seq: m.seq,
             role: m.role.clone(),
@@ -165,7 +185,7 @@ pub fn build(facts: &TaskFacts, items: &[Item], messages: &[Message], recent: us
         key_details,
         key_details_omitted,
         recent_updates,
-        message_count: messages.len(),
+        message_count,
     }
 }
 
@@ -319,7 +339,7 @@ const STOPWORDS: [&str; 12] = [
     "the", "a", "an", "to", "and", "or", "of", "for", "in", "on", "with", "into",
 ];
 
-fn words(text: &str) -> Vec<String> {
+pub(crate) fn words(text: &str) -> Vec<String> {
     text.to_lowercase()
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -339,7 +359,15 @@ fn stem(word: &str) -> String {
     word.to_owned()
 }
 
-fn says_done(content: &str) -> bool {
+/// The words of a plan item's title that a done-claim must name (at least half of them).
+pub(crate) fn title_words(title: &str) -> HashSet<String> {
+    words(title)
+        .into_iter()
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .collect()
+}
+
+pub(crate) fn says_done(content: &str) -> bool {
     let lower = content.to_lowercase();
     if NEGATIONS.iter().any(|n| lower.contains(n)) {
         return false;
@@ -371,46 +399,9 @@ pub fn named_ordinals(content: &str) -> Vec<i32> {
 
 /// Pending items an update reports as done, each with the first message that did.
 pub fn infer(items: &[Item], messages: &[Message]) -> BTreeMap<i32, i32> {
-    let mut found = BTreeMap::new();
-    let pending: Vec<&Item> = items
-        .iter()
-        .filter(|i| i.status == ItemStatus::Pending)
-        .collect();
-    if pending.is_empty() {
-        return found;
-    }
-    let title_words: Vec<HashSet<String>> = pending
-        .iter()
-        .map(|i| {
-            words(&i.title)
-                .into_iter()
-                .filter(|w| !STOPWORDS.contains(&w.as_str()))
-                .collect()
-        })
-        .collect();
-    for message in messages {
-        // Lifecycle messages are the service's own notes ("status: active → completed").
-        if message.msg_type == "lifecycle" || !says_done(&message.content) {
-            continue;
-        }
-        let ordinals = named_ordinals(&message.content);
-        if !ordinals.is_empty() {
-            for item in &pending {
-                if ordinals.contains(&item.ordinal) {
-                    found.entry(item.ordinal).or_insert(message.seq);
-                }
-            }
-            continue;
-        }
-        let content: HashSet<String> = words(&message.content).into_iter().collect();
-        for (item, title) in pending.iter().zip(&title_words) {
-            let overlap = title.intersection(&content).count();
-            if !title.is_empty() && overlap * 2 >= title.len() {
-                found.entry(item.ordinal).or_insert(message.seq);
-            }
-        }
-    }
-    found
+    let mut state = DigestState::default();
+    state.fold(&item_titles(items), messages);
+    state.inferred(items)
 }
 
 static URL: LazyLock<Regex> = LazyLock::new(|| re(r#"(?i)\b(?:https?|ssh|git|ftp)://[^\s<>"'`]+"#));
@@ -464,37 +455,40 @@ pub fn key_details(messages: &[Message], max: usize) -> (Vec<KeyDetail>, usize) 
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for message in messages {
-        let mut push = |kind: &str, value: &str| {
-            let value = value.to_owned();
+        each_detail(&message.content, |kind, value| {
             if seen.insert((kind.to_owned(), value.to_lowercase())) {
                 out.push(KeyDetail {
                     kind: kind.to_owned(),
-                    value,
+                    value: value.to_owned(),
                     message_seq: message.seq,
                 });
             }
-        };
-        let mut rest = message.content.clone();
-        for url in URL.find_iter(&message.content) {
-            push("url", trim_token(url.as_str()));
-            rest = rest.replace(url.as_str(), " ");
-        }
-        for port in PORT.captures_iter(&rest) {
-            if let Some(p) = port.get(1) {
-                push("port", p.as_str());
-            }
-        }
-        for id in LABELLED_ID.captures_iter(&rest) {
-            if let Some(v) = id.get(1) {
-                push("id", trim_token(v.as_str()));
-            }
-        }
-        for raw in rest.split_whitespace() {
-            classify(trim_token(raw), &mut push);
-        }
+        });
     }
     let omitted = out.len().saturating_sub(max);
     (out.split_off(omitted), omitted)
+}
+
+/// Calls `push(kind, value)` for each key detail of `content`, in order (repeats included).
+pub(crate) fn each_detail(content: &str, mut push: impl FnMut(&str, &str)) {
+    let mut rest = content.to_owned();
+    for url in URL.find_iter(content) {
+        push("url", trim_token(url.as_str()));
+        rest = rest.replace(url.as_str(), " ");
+    }
+    for port in PORT.captures_iter(&rest) {
+        if let Some(p) = port.get(1) {
+            push("port", p.as_str());
+        }
+    }
+    for id in LABELLED_ID.captures_iter(&rest) {
+        if let Some(v) = id.get(1) {
+            push("id", trim_token(v.as_str()));
+        }
+    }
+    for raw in rest.split_whitespace() {
+        classify(trim_token(raw), &mut push);
+    }
 }
 
 fn classify(token: &str, push: &mut impl FnMut(&str, &str)) {

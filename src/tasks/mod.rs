@@ -11,6 +11,7 @@
 
 mod config;
 pub mod digest;
+pub mod digest_state;
 pub mod lifecycle;
 mod log_routes;
 pub mod model;

@@ -13,6 +13,7 @@ use sqlx::{FromRow, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::digest;
+use super::digest_state::DigestState;
 use super::lifecycle::{Phase, Stamps, Status};
 use super::model::*;
 use super::plan::{Previous, Step};
@@ -470,6 +471,51 @@ pub async fn item_counts(
     Ok(counts)
 }
 
+/// Messages between two checkpoints of a task's digest state.
+pub const DIGEST_CHECKPOINT: i32 = 64;
+
+/// The digest state of a task as last stored (empty when none is).
+pub async fn digest_state(tx: &mut Scoped, task_id: Uuid) -> Result<DigestState, sqlx::Error> {
+    let stored: Option<sqlx::types::Json<DigestState>> =
+        sqlx::query_scalar("SELECT state FROM task_digests WHERE task_id = $1")
+            .bind(task_id)
+            .fetch_optional(tx)
+            .await?;
+    Ok(stored.map(|s| s.0).unwrap_or_default())
+}
+
+/// Folds the messages written since the stored digest state into it, with the titles of the
+/// active plan, and stores it.
+pub async fn checkpoint_digest(tx: &mut Scoped, task_id: Uuid) -> Result<(), sqlx::Error> {
+    let mut state = digest_state(&mut *tx, task_id).await?;
+    let messages = digest_messages(&mut *tx, task_id, state.through, None).await?;
+    if messages.is_empty() {
+        return Ok(());
+    }
+    let titles: Vec<String> = sqlx::query_scalar(
+        "SELECT i.title FROM task_plan_items i JOIN tasks t ON t.id = i.task_id
+         WHERE i.task_id = $1 AND i.version = t.plan_version ORDER BY i.ordinal",
+    )
+    .bind(task_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    state.fold(&titles, &messages);
+    sqlx::query(
+        "INSERT INTO task_digests (tenant_id, user_id, task_id, through_seq, state)
+         VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3)
+         ON CONFLICT (tenant_id, user_id, task_id)
+         DO UPDATE SET through_seq = EXCLUDED.through_seq, state = EXCLUDED.state,
+                       updated_at = now()
+         WHERE task_digests.through_seq < EXCLUDED.through_seq",
+    )
+    .bind(task_id)
+    .bind(state.through)
+    .bind(sqlx::types::Json(&state))
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
 /// Appends a message; returns its seq (also the task's message count), how many messages the
 /// running summary covers and the message's time, or `None` when the task does not exist.
 pub async fn append_message(
@@ -480,7 +526,7 @@ pub async fn append_message(
     content: &str,
 ) -> Result<Option<(i32, i32, DateTime<Utc>)>, sqlx::Error> {
     let queue = tx.queues_embeddings();
-    sqlx::query_as(
+    let appended: Option<(i32, i32, DateTime<Utc>)> = sqlx::query_as(
         "WITH t AS (
              UPDATE tasks SET message_count = message_count + 1, updated_at = now()
              WHERE id = $1
@@ -501,8 +547,16 @@ pub async fn append_message(
     .bind(content)
     .bind(msg_type.as_str())
     .bind(queue)
-    .fetch_optional(tx)
-    .await
+    .fetch_optional(&mut *tx)
+    .await?;
+    // Every so many messages the digest's state takes in the latest, so that a digest never
+    // reads more than that many.
+    if let Some((seq, _, _)) = appended
+        && seq % DIGEST_CHECKPOINT == 0
+    {
+        checkpoint_digest(tx, task_id).await?;
+    }
+    Ok(appended)
 }
 
 #[derive(FromRow)]
@@ -545,17 +599,22 @@ pub async fn messages(
 }
 
 /// Every message after `after`, in order, for the digest and the summary.
+/// The messages after `after`, in order: at most the newest `cap` of them when `cap` is set.
 pub async fn digest_messages(
     tx: &mut Scoped,
     task_id: Uuid,
     after: i32,
+    cap: Option<i64>,
 ) -> Result<Vec<digest::Message>, sqlx::Error> {
     let rows: Vec<MessageRow> = sqlx::query_as(
-        "SELECT seq, role, msg_type, content, created_at FROM task_messages
-         WHERE task_id = $1 AND seq > $2 ORDER BY seq",
+        "SELECT * FROM (
+             SELECT seq, role, msg_type, content, created_at FROM task_messages
+             WHERE task_id = $1 AND seq > $2 ORDER BY seq DESC LIMIT $3
+         ) m ORDER BY seq",
     )
     .bind(task_id)
     .bind(after)
+    .bind(cap)
     .fetch_all(tx)
     .await?;
     Ok(rows

@@ -30,7 +30,11 @@ impl Loaded {
     }
 }
 
-/// Builds the digest of a task from its active plan and all its messages.
+/// Most messages a digest hands a model along with it (those since the running summary).
+const MAX_PROMPT_MESSAGES: i64 = 200;
+
+/// Builds the digest of a task from its active plan, the stored digest state and the messages
+/// written since it: a bounded read however long the task's history.
 pub async fn load_digest(tx: &mut Scoped, row: &TaskRow, recent: usize) -> ApiResult<Loaded> {
     let items: Vec<digest::Item> = store::plan_items(&mut *tx, row.id, row.plan_version)
         .await?
@@ -42,14 +46,24 @@ pub async fn load_digest(tx: &mut Scoped, row: &TaskRow, recent: usize) -> ApiRe
             status: i.status,
         })
         .collect();
-    let messages = store::digest_messages(&mut *tx, row.id, 0).await?;
+    let mut state = store::digest_state(&mut *tx, row.id).await?;
+    // The messages the state has not taken in, and those since the running summary (for a
+    // model), and the latest `recent`: one read, of the newest ones only.
+    let from = state.through.min(row.summary_message_count);
+    let wanted = i64::from(row.message_count - from)
+        .min(MAX_PROMPT_MESSAGES.max(i64::from(row.message_count - state.through)))
+        .max(i64::try_from(recent).unwrap_or(i64::MAX));
+    let messages = store::digest_messages(&mut *tx, row.id, 0, Some(wanted)).await?;
+    state.fold(&digest::item_titles(&items), &messages);
     let facts = TaskFacts {
         name: row.name.clone(),
         status: row.status().as_str().to_owned(),
         phase: row.phase().as_str().to_owned(),
         plan_version: row.plan_version,
     };
-    let digest = digest::build(&facts, &items, &messages, recent);
+    let recent_messages = &messages[messages.len().saturating_sub(recent)..];
+    let count = usize::try_from(row.message_count).unwrap_or(0);
+    let digest = digest::build_from(&facts, &items, &state, recent_messages, count);
     Ok(Loaded {
         digest,
         items,

@@ -1466,3 +1466,108 @@ async fn stuck_alerts_have_a_cooldown(pool: PgPool) {
     stuck(&eager, &token, &id, 201).await;
     assert_eq!(stuck_messages(&eager, &token, &id).await, 4);
 }
+
+/// "Where was I?" on a long history reads the digest's stored state and the few messages written
+/// since, and answers exactly what folding every message would.
+#[sqlx::test]
+async fn a_long_history_is_digested_from_its_checkpoint(pool: PgPool) {
+    use mnemo::tasks::digest::{self, Item, Message, TaskFacts};
+    use mnemo::tasks::model::ItemStatus;
+
+    let app = TestApp::new(pool.clone()).await;
+    let token = app.token("acme", "agent");
+    let task = register(
+        &app,
+        &token,
+        json!({"name": "Deploy coursefolio", "plan": DEPLOY_PLAN}),
+    )
+    .await;
+    let id = id_of(&task);
+    let update = format!("/api/tasks/{id}/update");
+    let mut texts = vec![
+        "Step 1 done: built ghcr.io/acme/app:v9.9.9".to_owned(),
+        "pushed the image to the registry, done".to_owned(),
+    ];
+    for n in 0..146 {
+        texts.push(format!(
+            "checked the logs again, quiet round {n} on port 80{:02}",
+            n % 7
+        ));
+    }
+    texts.push("SSH into server: finished".to_owned());
+    texts.push("waiting on the health check".to_owned());
+    for text in &texts {
+        expect(
+            app.post(&update, &token).json(&json!({"message": text})),
+            200,
+        )
+        .await;
+    }
+    let through: i32 = sqlx::query_scalar("SELECT through_seq FROM task_digests")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(through, 128, "a checkpoint every 64 messages");
+
+    let body = expect(
+        app.post(&format!("/api/tasks/{id}/query"), &token)
+            .json(&json!({"query": "where was I?"})),
+        200,
+    )
+    .await;
+    let served = &body["digest"];
+    assert_eq!(served["inferred"], json!([1, 2, 3]), "{served}");
+    assert_eq!(served["message_count"], 150);
+    assert_eq!(served["next"]["ordinal"], 4);
+    assert_eq!(
+        served["recent_updates"].as_array().unwrap().len(),
+        5,
+        "{served}"
+    );
+
+    // The same digest, folded from every message at once.
+    let messages: Vec<(i32, String, String, String, chrono::DateTime<chrono::Utc>)> =
+        sqlx::query_as(
+            "SELECT seq, role, msg_type, content, created_at FROM task_messages ORDER BY seq",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let messages: Vec<Message> = messages
+        .into_iter()
+        .map(|(seq, role, msg_type, content, created_at)| Message {
+            seq,
+            role,
+            msg_type,
+            content,
+            created_at,
+        })
+        .collect();
+    let items: Vec<Item> = DEPLOY_PLAN
+        .iter()
+        .enumerate()
+        .map(|(i, title)| Item {
+            ordinal: i as i32 + 1,
+            title: (*title).to_owned(),
+            stage: None,
+            status: ItemStatus::Pending,
+        })
+        .collect();
+    let facts = TaskFacts {
+        name: "Deploy coursefolio".into(),
+        status: served["status"].as_str().unwrap().into(),
+        phase: served["phase"].as_str().unwrap().into(),
+        plan_version: 1,
+    };
+    let whole = serde_json::to_value(digest::build(&facts, &items, &messages, 5)).unwrap();
+    assert_eq!(served, &whole);
+    assert!(
+        served["key_details_omitted"].as_u64().unwrap() == 0
+            && served["key_details"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["value"] == "ghcr.io/acme/app:v9.9.9"),
+        "{served}"
+    );
+}
