@@ -112,6 +112,12 @@ struct Args {
     /// Clock ticks per second of `/proc/<pid>/stat` (`getconf CLK_TCK`).
     #[arg(long, default_value_t = 100)]
     clock_ticks: u64,
+    /// Drive a Motorhead at `--url` instead of mnemo, with the same load: `append` and
+    /// `append-one` post one message (`POST /sessions/{id}/memory`), `window` reads a session of
+    /// 10 messages (`GET /sessions/{id}/memory`). `--server-pid` is then Motorhead's and
+    /// `--pg-pid` Redis's.
+    #[arg(long)]
+    peer_motorhead: bool,
 }
 
 struct Client {
@@ -129,6 +135,8 @@ struct Client {
     run: u64,
     /// Sessions of the `append` scenario.
     sessions: u64,
+    /// Requests go to a Motorhead (`--peer-motorhead`).
+    motorhead: bool,
 }
 
 impl Client {
@@ -188,6 +196,9 @@ fn kilobyte(seed: usize) -> String {
 }
 
 async fn prepare(scenario: &str, client: &mut Client) -> Result<(), String> {
+    if client.motorhead {
+        return prepare_motorhead(scenario, client).await;
+    }
     match scenario {
         "memory-retrieve" => {
             for i in 0..50 {
@@ -320,8 +331,83 @@ fn corpus_text(i: usize) -> String {
     text
 }
 
+/// Sessions of 10 messages each client of the Motorhead `window` scenario reads.
+const PEER_WINDOW_SESSIONS: usize = 10;
+
+/// The Motorhead session `k` of `client`'s `window` scenario.
+fn peer_window_session(client: &Client, k: usize) -> String {
+    format!("w{}-{}-{k}", client.run, client.id)
+}
+
+/// Motorhead's window scenario reads sessions of 10 messages, as mnemo's reads its newest 10
+/// (Motorhead answers a session's whole window).
+async fn prepare_motorhead(scenario: &str, client: &mut Client) -> Result<(), String> {
+    match scenario {
+        "append" | "append-one" => Ok(()),
+        "window" => {
+            for k in 0..PEER_WINDOW_SESSIONS {
+                let messages: Vec<Value> = (0..10)
+                    .map(|i| {
+                        json!({"role": if i % 2 == 0 { "Human" } else { "AI" },
+                               "content": chat_text(i)})
+                    })
+                    .collect();
+                let url = client.url(&format!(
+                    "/sessions/{}/memory",
+                    peer_window_session(client, k)
+                ));
+                let response = client
+                    .http
+                    .post(url)
+                    .json(&json!({"messages": messages}))
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !response.status().is_success() {
+                    return Err(format!("Motorhead answered {}", response.status()));
+                }
+            }
+            Ok(())
+        }
+        other => Err(format!(
+            "`{other}` has no Motorhead counterpart; use append, append-one or window"
+        )),
+    }
+}
+
+/// One measured request to Motorhead.
+fn motorhead_request(scenario: &str, client: &Client, n: usize) -> reqwest::RequestBuilder {
+    match scenario {
+        "window" => {
+            let k = client.random(n, 5) as usize % PEER_WINDOW_SESSIONS;
+            let url = client.url(&format!(
+                "/sessions/{}/memory",
+                peer_window_session(client, k)
+            ));
+            client.http.get(url)
+        }
+        // append, append-one (prepare refused the rest)
+        _ => {
+            let session = if scenario == "append" {
+                client.random(n, 4) % client.sessions.max(1)
+            } else {
+                0
+            };
+            client
+                .http
+                .post(client.url(&format!("/sessions/s{session}/memory")))
+                .json(&json!({"messages": [{
+                    "role": if n.is_multiple_of(2) { "Human" } else { "AI" },
+                    "content": chat_text(n)}]}))
+        }
+    }
+}
+
 /// One measured request; returns its HTTP status (0: no answer).
 async fn one(scenario: &str, client: &Client, n: usize) -> Result<u16, String> {
+    if client.motorhead {
+        return Ok(status_of(motorhead_request(scenario, client, n).send().await).await);
+    }
     let request = match scenario {
         "me" => client.http.get(client.url("/api/me")),
         "memory-store" => client
@@ -427,14 +513,18 @@ async fn one(scenario: &str, client: &Client, n: usize) -> Result<u16, String> {
         other => return Err(format!("unknown scenario `{other}`")),
     };
     let response = request.bearer_auth(client.token_for(n)).send().await;
-    Ok(match response {
+    Ok(status_of(response).await)
+}
+
+/// The status of an answer read to its end (0: no answer, or a body cut short).
+async fn status_of(response: Result<reqwest::Response, reqwest::Error>) -> u16 {
+    match response {
         Ok(r) => {
             let status = r.status().as_u16();
-            // A body cut short counts as no answer.
             if r.bytes().await.is_ok() { status } else { 0 }
         }
         Err(_) => 0,
-    })
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -580,6 +670,7 @@ async fn main() -> ExitCode {
             vocab: vocab.clone(),
             run: run_id,
             sessions: args.sessions,
+            motorhead: args.peer_motorhead,
         };
         if let Err(e) = prepare(&scenario_name, &mut client).await {
             eprintln!("mnemo-bench: preparing {scenario_name}: {e}");
@@ -821,6 +912,7 @@ async fn noisy_neighbour(args: &Args, config: &Config) -> Result<(), String> {
             vocab: Arc::new(Vec::new()),
             run: 0,
             sessions: 1,
+            motorhead: false,
         })
     };
 
