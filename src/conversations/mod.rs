@@ -447,11 +447,9 @@ pub async fn session_messages(
     let order = query.order.unwrap_or_default();
     let mut tx = caller.begin().await?;
     let retention = state.config.conversations.retention();
-    if !store::session_exists(&mut tx, retention, &session_id).await? {
-        return Err(ApiError::not_found(format!("no session `{session_id}`")));
-    }
-    let mut rows =
-        store::messages(&mut tx, retention, &session_id, order, after, limit + 1).await?;
+    let mut rows = store::messages(&mut tx, retention, &session_id, order, after, limit + 1)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no session `{session_id}`")))?;
     tx.commit().await?;
     let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
