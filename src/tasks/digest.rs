@@ -598,7 +598,7 @@ mod tests {
     ];
 
     #[test]
-    fn story_from_001() {
+    fn the_deploy_story_after_context_compaction() {
         let msgs = messages(&[
             "Step 1 done — image built as v1.2.3",
             "Step 2 done — pushed to ghcr.io",

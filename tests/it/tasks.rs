@@ -29,9 +29,9 @@ fn ordinals(items: &Value) -> Vec<i64> {
         .collect()
 }
 
-/// the story: after context compaction the agent asks where it was and gets an exact answer.
+/// After context compaction the agent asks where it was and gets an exact answer.
 #[sqlx::test]
-async fn story_from_001_where_was_i(pool: PgPool) {
+async fn where_was_i_after_context_compaction(pool: PgPool) {
     let app = TestApp::new(pool).await;
     let token = app.token("acme", "agent");
     let task = register(
@@ -664,7 +664,7 @@ async fn events_stay_ordered_under_concurrent_appends(pool: PgPool) {
 }
 
 #[sqlx::test]
-async fn events_keep_000s_shape(pool: PgPool) {
+async fn events_keep_the_execution_log_shape(pool: PgPool) {
     let app = TestApp::new(pool).await;
     let token = app.token("acme", "agent");
     let id = id_of(&register(&app, &token, json!({"name": "Shape"})).await);

@@ -269,7 +269,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plan_files_follow_000() {
+    fn plan_files_follow_the_task_memory_bank_layout() {
         assert_eq!(plan_file_name(1), "plan.json");
         assert_eq!(plan_file_name(2), "plan_v2.json");
         assert_eq!(plan_file_name(12), "plan_v12.json");

@@ -215,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn the_message_follows_001() {
+    fn the_resolution_message_names_target_outcome_and_result() {
         assert_eq!(
             resolution_message("build finished", WaitStatus::Resolved, Some("exit 0")),
             "[Wait resolved] build finished → exit 0"
