@@ -488,7 +488,7 @@ pub async fn digest_state(tx: &mut Scoped, task_id: Uuid) -> Result<DigestState,
 /// active plan, and stores it.
 pub async fn checkpoint_digest(tx: &mut Scoped, task_id: Uuid) -> Result<(), sqlx::Error> {
     let mut state = digest_state(&mut *tx, task_id).await?;
-    let messages = digest_messages(&mut *tx, task_id, state.through, None).await?;
+    let messages = digest_messages(&mut *tx, task_id, state.through).await?;
     if messages.is_empty() {
         return Ok(());
     }
@@ -599,22 +599,18 @@ pub async fn messages(
 }
 
 /// Every message after `after`, in order, for the digest and the summary.
-/// The messages after `after`, in order: at most the newest `cap` of them when `cap` is set.
+/// The messages after `after`, in order.
 pub async fn digest_messages(
     tx: &mut Scoped,
     task_id: Uuid,
     after: i32,
-    cap: Option<i64>,
 ) -> Result<Vec<digest::Message>, sqlx::Error> {
     let rows: Vec<MessageRow> = sqlx::query_as(
-        "SELECT * FROM (
-             SELECT seq, role, msg_type, content, created_at FROM task_messages
-             WHERE task_id = $1 AND seq > $2 ORDER BY seq DESC LIMIT $3
-         ) m ORDER BY seq",
+        "SELECT seq, role, msg_type, content, created_at FROM task_messages
+         WHERE task_id = $1 AND seq > $2 ORDER BY seq",
     )
     .bind(task_id)
     .bind(after)
-    .bind(cap)
     .fetch_all(tx)
     .await?;
     Ok(rows

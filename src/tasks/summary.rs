@@ -53,7 +53,11 @@ pub async fn load_digest(tx: &mut Scoped, row: &TaskRow, recent: usize) -> ApiRe
     let wanted = i64::from(row.message_count - from)
         .min(MAX_PROMPT_MESSAGES.max(i64::from(row.message_count - state.through)))
         .max(i64::try_from(recent).unwrap_or(i64::MAX));
-    let messages = store::digest_messages(&mut *tx, row.id, 0, Some(wanted)).await?;
+    // By seq, not by count, so that a message appended meanwhile cannot push one the state lacks
+    // out of the read.
+    let after = (i64::from(row.message_count) - wanted).clamp(0, i64::from(state.through));
+    let after = i32::try_from(after).unwrap_or(0);
+    let messages = store::digest_messages(&mut *tx, row.id, after).await?;
     state.fold(&digest::item_titles(&items), &messages);
     let facts = TaskFacts {
         name: row.name.clone(),
