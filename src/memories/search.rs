@@ -105,17 +105,22 @@ fn admitted(id: &str) -> String {
 
 /// The end of both keyword statements, over a CTE `scored` (`memory_id`, `byte_start`, `score`):
 /// a memory once, scored by its best hit and shown at its best content chunk when the content
-/// matched (a chunk has a line range to read), else at its summary; only the memories `$10`
-/// when set; best first, `$11` of them.
+/// matched (a chunk has a line range to read), else at its summary; the best `$11`, and also
+/// those of the memories `$10` that matched (the other side's candidates, scored on this side in
+/// the same statement).
 const BEST: &str = "best AS (
              SELECT DISTINCT ON (memory_id) memory_id, byte_start,
                     max(score) OVER (PARTITION BY memory_id) AS score
              FROM scored
-             WHERE $10::uuid[] IS NULL OR memory_id = ANY($10)
              ORDER BY memory_id, byte_start IS NULL, score DESC, byte_start
+         ), ranked AS (
+             SELECT memory_id, byte_start, score,
+                    row_number() OVER (ORDER BY score DESC, memory_id DESC) AS place
+             FROM best
          )
-         SELECT memory_id, byte_start, score FROM best
-         ORDER BY score DESC, memory_id DESC LIMIT $11";
+         SELECT memory_id, byte_start, score FROM ranked
+         WHERE place <= $11 OR memory_id = ANY(coalesce($10::uuid[], '{}'))
+         ORDER BY place";
 
 /// Most candidates each side contributes before fusion.
 const CANDIDATES: i64 = 100;
@@ -144,8 +149,8 @@ fn bind_filters<'q>(
         .bind(&f.metadata)
 }
 
-/// Keyword candidates: each matching memory once, at its best chunk or its summary, best first.
-/// With `only` set, just those memories are scored (the other side's candidates).
+/// Keyword candidates: each matching memory once, at its best chunk or its summary, best first:
+/// the best [`CANDIDATES`], and also those of `also` (the other side's candidates) that match.
 ///
 /// The rank is [`idf_ranking`]'s: the idf sum of the query terms a text holds. As for messages,
 /// the cost stays flat as the memories grow: a first statement counts the query's terms in the
@@ -158,7 +163,7 @@ async fn keyword_candidates(
     conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
-    only: Option<&[Uuid]>,
+    also: Option<&[Uuid]>,
 ) -> ApiResult<Vec<Scored>> {
     let sample = term_sample_sql(
         "SELECT c.tsv FROM agent_memory_chunks c
@@ -176,7 +181,7 @@ async fn keyword_candidates(
         return Ok(Vec::new());
     }
     let Some(bounded) = bounded_terms(&terms) else {
-        return exact_keyword_candidates(conn, text, filters, only).await;
+        return exact_keyword_candidates(conn, text, filters, also).await;
     };
     let sql = format!(
         "WITH {QUERY_CTE}, terms AS (
@@ -200,13 +205,13 @@ async fn keyword_candidates(
              WHERE m.tenant_id = current_setting('mnemo.tenant')
                AND m.user_id = current_setting('mnemo.user')
              ORDER BY m.created_at DESC LIMIT $15
-         ), only_chunks AS (
-             -- The memories to score (the other side's candidates), however old.
+         ), also_chunks AS (
+             -- The other side's candidates, scored however old.
              SELECT c.memory_id, c.byte_start, c.tsv FROM agent_memory_chunks c
              WHERE c.tenant_id = current_setting('mnemo.tenant')
                AND c.user_id = current_setting('mnemo.user')
                AND $10::uuid[] IS NOT NULL AND c.memory_id = ANY($10)
-         ), only_summaries AS (
+         ), also_summaries AS (
              SELECT m.id, m.summary_tsv FROM agent_memories m
              WHERE m.tenant_id = current_setting('mnemo.tenant')
                AND m.user_id = current_setting('mnemo.user')
@@ -214,12 +219,12 @@ async fn keyword_candidates(
          ), matched AS MATERIALIZED (
              SELECT c.memory_id, c.byte_start, c.tsv
              FROM (SELECT * FROM rare_chunks UNION SELECT * FROM recent_chunks
-                   UNION SELECT * FROM only_chunks) c, q
+                   UNION SELECT * FROM also_chunks) c, q
              WHERE numnode(q.pos) > 0 AND c.tsv @@ q.q
              UNION ALL
              SELECT s.id, NULL, s.summary_tsv
              FROM (SELECT * FROM rare_summaries UNION SELECT * FROM recent_summaries
-                   UNION SELECT * FROM only_summaries) s, q
+                   UNION SELECT * FROM also_summaries) s, q
              WHERE numnode(q.pos) > 0 AND s.summary_tsv @@ q.q
          ), hits AS MATERIALIZED (
              -- The filters, on the matches only.
@@ -245,7 +250,7 @@ async fn keyword_candidates(
         .bind(&text.any)
         .bind(&text.none);
     let rows = bind_filters(query, filters)
-        .bind(only)
+        .bind(also)
         .bind(CANDIDATES)
         .bind(&bounded.names)
         .bind(&bounded.estimates)
@@ -263,7 +268,7 @@ async fn exact_keyword_candidates(
     conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
-    only: Option<&[Uuid]>,
+    also: Option<&[Uuid]>,
 ) -> ApiResult<Vec<Scored>> {
     let ranking = idf_ranking(
         "memory_id, byte_start",
@@ -290,7 +295,7 @@ async fn exact_keyword_candidates(
         .bind(&text.any)
         .bind(&text.none);
     let rows = bind_filters(query, filters)
-        .bind(only)
+        .bind(also)
         .bind(CANDIDATES)
         .fetch_all(&mut *conn)
         .await?;
@@ -413,32 +418,28 @@ pub async fn search_memory(
     let keyword_side = mode.keyword() || degraded;
     crate::search::begin_search(conn).await?;
 
-    let mut keyword: Vec<Scored> = Vec::new();
+    // Each side's candidates are scored on the other side too, so that fusion compares whole
+    // scores rather than a score against a missing one: the nearest first, then the keyword
+    // ranking with the keyword scores of those, then the similarity of the keyword candidates
+    // the vector side did not bring.
     let mut near: Vec<Scored> = Vec::new();
-    if keyword_side {
-        keyword = keyword_candidates(conn, &text, &filters, None).await?;
-    }
     if let Some(vector) = vector {
         near = vector_candidates(conn, vector, &filters, None).await?;
-        if keyword_side {
-            // Score each side's candidates on the other side too, so that fusion compares
-            // whole scores rather than a score against a missing one.
-            let missing: Vec<Uuid> = keyword
-                .iter()
-                .map(|k| k.memory_id)
-                .filter(|id| !near.iter().any(|n| n.memory_id == *id))
-                .collect();
-            if !missing.is_empty() {
-                near.extend(vector_candidates(conn, vector, &filters, Some(&missing)).await?);
-            }
-            let missing: Vec<Uuid> = near
-                .iter()
-                .map(|n| n.memory_id)
-                .filter(|id| !keyword.iter().any(|k| k.memory_id == *id))
-                .collect();
-            if !missing.is_empty() {
-                keyword.extend(keyword_candidates(conn, &text, &filters, Some(&missing)).await?);
-            }
+    }
+    let mut keyword: Vec<Scored> = Vec::new();
+    if keyword_side {
+        let also: Vec<Uuid> = near.iter().map(|n| n.memory_id).collect();
+        let also = (!also.is_empty()).then_some(also);
+        keyword = keyword_candidates(conn, &text, &filters, also.as_deref()).await?;
+    }
+    if let Some(vector) = vector.filter(|_| keyword_side) {
+        let missing: Vec<Uuid> = keyword
+            .iter()
+            .map(|k| k.memory_id)
+            .filter(|id| !near.iter().any(|n| n.memory_id == *id))
+            .collect();
+        if !missing.is_empty() {
+            near.extend(vector_candidates(conn, vector, &filters, Some(&missing)).await?);
         }
     }
 
