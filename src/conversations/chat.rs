@@ -240,16 +240,7 @@ pub async fn prepare(state: &AppState, caller: &Caller, req: ChatRequest) -> Api
         None => Vec::new(),
     };
     let archived = if batch.received() > 0 {
-        Some(
-            store::archive(
-                &mut tx,
-                &session_id,
-                &agent,
-                &batch,
-                state.embedder.is_some(),
-            )
-            .await?,
-        )
+        Some(store::archive(&mut tx, &session_id, &agent, &batch).await?)
     } else {
         None
     };
@@ -484,14 +475,7 @@ pub async fn respond(
         .window_cache
         .get(&caller.tenant_id, &caller.user_id, &turn.session_id)
         .map(|(v, m)| (Some(v), m));
-    let archived = store::archive(
-        &mut tx,
-        &turn.session_id,
-        &turn.agent,
-        &batch,
-        state.embedder.is_some(),
-    )
-    .await?;
+    let archived = store::archive(&mut tx, &turn.session_id, &turn.agent, &batch).await?;
     tx.commit().await?;
     remember_archive(state, caller, &turn.session_id, cached, &batch, &archived);
     summary::schedule(state, caller, &turn.session_id);

@@ -253,14 +253,7 @@ async fn archive(
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    let archived = store::archive(
-        &mut tx,
-        &session_id,
-        &agent,
-        &batch,
-        state.embedder.is_some(),
-    )
-    .await?;
+    let archived = store::archive(&mut tx, &session_id, &agent, &batch).await?;
     let answer = ArchiveResponse {
         session_id: session_id.clone(),
         batch_id: archived.batch_id,

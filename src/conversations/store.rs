@@ -143,8 +143,8 @@ pub async fn archive(
     session_id: &str,
     agent: &str,
     batch: &Batch,
-    embed: bool,
 ) -> Result<Archived, sqlx::Error> {
+    let embed = conn.queues_embeddings();
     let messages = &batch.messages;
     let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
     let senders: Vec<&str> = messages.iter().map(|m| m.sender).collect();

@@ -253,13 +253,13 @@ pub async fn restore_message_counts(
     Ok(())
 }
 
-/// Writes messages back in the given order; with `embed`, user and AI messages with text are
-/// queued for the embedder as an archive would queue them.
+/// Writes messages back in the given order; when the transaction queues embeddings, user and AI
+/// messages with text are queued for the embedder as an archive would queue them.
 pub async fn restore_messages(
     conn: &mut Scoped,
     records: &[MessageRecord],
-    embed: bool,
 ) -> Result<(), sqlx::Error> {
+    let embed = conn.queues_embeddings();
     let sessions: Vec<&str> = records.iter().map(|r| r.session_id.as_str()).collect();
     let ids: Vec<&str> = records.iter().map(|r| r.message_id.as_str()).collect();
     let senders: Vec<&str> = records.iter().map(|r| r.sender.as_str()).collect();

@@ -332,7 +332,6 @@ mod tests {
             page_bytes: 8,
             max_page_bytes: 64,
             capture_threshold_tokens: 5,
-            embed: false,
         };
         let q = |offset, limit, line_start, line_count| PageQuery {
             offset,

@@ -44,17 +44,12 @@ pub struct Limits {
     pub max_page_bytes: u64,
     /// Default capture threshold in tokens (`MNEMO_MEMORY_CAPTURE_THRESHOLD_TOKENS`).
     pub capture_threshold_tokens: u64,
-    /// Whether writes queue their text for the embedder (an embedder is configured).
-    pub embed: bool,
 }
 
 impl Limits {
-    /// The limits of `state`'s configuration; writes queue embeddings when it has an embedder.
+    /// The limits of `state`'s configuration.
     pub fn of(state: &crate::AppState) -> Self {
-        Limits {
-            embed: state.embedder.is_some(),
-            ..Self::from_config(&state.config)
-        }
+        Self::from_config(&state.config)
     }
 
     pub fn from_config(config: &Config) -> Self {
@@ -63,7 +58,6 @@ impl Limits {
             page_bytes: config.memories.page_bytes,
             max_page_bytes: config.memories.max_page_bytes,
             capture_threshold_tokens: config.memories.capture_threshold_tokens,
-            embed: false,
         }
     }
 }
@@ -106,8 +100,6 @@ pub struct Prepared {
     token_count: i64,
     sha256: String,
     chunks: Vec<Chunk>,
-    /// Queue the chunks for embedding in the same statement that writes them.
-    embed: bool,
 }
 
 impl Prepared {
@@ -228,7 +220,6 @@ pub async fn prepare(new: NewMemory, limits: &Limits) -> ApiResult<Prepared> {
     let key = new.key;
     let command = new.command;
     let metadata = Value::Object(new.metadata);
-    let embed = limits.embed;
     tokio::task::spawn_blocking(move || {
         let chunks = chunks::split(&content, CHUNK_BYTES);
         let pieces: Vec<&str> = chunks.iter().map(|c| c.text(&content)).collect();
@@ -262,7 +253,6 @@ pub async fn prepare(new: NewMemory, limits: &Limits) -> ApiResult<Prepared> {
             token_count: i64::try_from(token_count).unwrap_or(i64::MAX),
             sha256,
             chunks,
-            embed,
         }
     })
     .await
@@ -322,6 +312,8 @@ impl<'a> ChunkColumns<'a> {
 
 /// Inserts the memory row and all its chunks in one statement. `None` when the key exists.
 async fn insert(conn: &mut Scoped, p: &Prepared, key: &str) -> ApiResult<Option<Written>> {
+    // The chunks are queued for embedding in the same statement that writes them.
+    let queue = conn.queues_embeddings();
     let columns = ChunkColumns::of(p);
     let written = sqlx::query_as::<_, Written>(
         "WITH m AS (
@@ -362,7 +354,7 @@ async fn insert(conn: &mut Scoped, p: &Prepared, key: &str) -> ApiResult<Option<
     .bind(&columns.line_starts)
     .bind(&columns.line_ends)
     .bind(&columns.texts)
-    .bind(p.embed)
+    .bind(queue)
     .fetch_optional(&mut *conn)
     .await?;
     Ok(written)
@@ -530,6 +522,7 @@ pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<Sto
 
 /// Swaps the content of memory `id` for `p`'s: old chunks out, row updated, new chunks in.
 async fn replace(conn: &mut Scoped, id: Uuid, p: &Prepared) -> ApiResult<Written> {
+    let queue = conn.queues_embeddings();
     sqlx::query(
         "DELETE FROM agent_memory_chunks
          WHERE tenant_id = current_setting('mnemo.tenant')
@@ -578,7 +571,7 @@ async fn replace(conn: &mut Scoped, id: Uuid, p: &Prepared) -> ApiResult<Written
     .bind(&columns.line_starts)
     .bind(&columns.line_ends)
     .bind(&columns.texts)
-    .bind(p.embed)
+    .bind(queue)
     .fetch_one(&mut *conn)
     .await?;
     Ok(written)

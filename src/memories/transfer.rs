@@ -130,13 +130,14 @@ pub fn check(record: &MemoryRecord, content: &str, max_bytes: usize) -> ApiResul
 }
 
 /// Writes a checked memory back with its id, key, version and times; its chunks are cut and
-/// counted again (off the executor), and with `embed` it is queued for the embedder.
+/// counted again (off the executor), and queued for the embedder when the transaction queues
+/// embeddings.
 pub async fn restore(
     conn: &mut Scoped,
     record: &MemoryRecord,
     content: String,
-    embed: bool,
 ) -> Result<(), sqlx::Error> {
+    let embed = conn.queues_embeddings();
     let (content, pieces, tokens) = tokio::task::spawn_blocking(move || {
         let pieces = chunks::split(&content, CHUNK_BYTES);
         let texts: Vec<&str> = pieces.iter().map(|c| c.text(&content)).collect();

@@ -583,7 +583,6 @@ pub async fn run(state: &AppState, caller: &Caller, body: Body) -> ApiResult<Cou
         .with("limit_bytes", cap)
     };
 
-    let embed = state.embedder.is_some();
     let caps = task_transfer::ImportCaps {
         max_plan_steps: state.config.tasks.max_plan_steps,
         max_parts: state.config.tasks.step_max_parts,
@@ -606,7 +605,7 @@ pub async fn run(state: &AppState, caller: &Caller, body: Body) -> ApiResult<Cou
                 record,
                 content,
             } => {
-                memories::restore(&mut tx, &record, content, embed)
+                memories::restore(&mut tx, &record, content)
                     .await
                     .map_err(|e| db_refusal(&member, e))?;
                 got.memories += 1;
@@ -635,7 +634,7 @@ pub async fn run(state: &AppState, caller: &Caller, body: Body) -> ApiResult<Cou
                 );
             }
             Item::Messages(member, records) => {
-                conversations::restore_messages(&mut tx, &records, embed)
+                conversations::restore_messages(&mut tx, &records)
                     .await
                     .map_err(|e| db_refusal(&member, e))?;
                 got.messages += count(records.len());
