@@ -236,8 +236,8 @@ pub async fn backfill(db: &Db, embedder: &Embedder) -> Result<u64, sqlx::Error> 
 }
 
 /// Every item of task history that gets a vector, as outbox rows would name it: messages,
-/// events, snapshots, and steps that have text.
-const TASK_ITEMS: &str = "
+/// events, snapshots, and steps that have text. (Under row-level security, the caller's.)
+pub(crate) const TASK_ITEMS: &str = "
     SELECT tenant_id, user_id, task_id, 'message' AS source, seq::int8 AS seq FROM task_messages
     WHERE btrim(content) <> ''
     UNION ALL SELECT tenant_id, user_id, task_id, 'event', seq FROM task_events

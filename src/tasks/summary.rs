@@ -31,7 +31,7 @@ impl Loaded {
 }
 
 /// Most messages a digest hands a model along with it (those since the running summary).
-const MAX_PROMPT_MESSAGES: i64 = 200;
+const MAX_PROMPT_MESSAGES: i32 = 200;
 
 /// Builds the digest of a task from its active plan, the stored digest state and the messages
 /// written since it: a bounded read however long the task's history.
@@ -47,16 +47,16 @@ pub async fn load_digest(tx: &mut Scoped, row: &TaskRow, recent: usize) -> ApiRe
         })
         .collect();
     let mut state = store::digest_state(&mut *tx, row.id).await?;
-    // The messages the state has not taken in, and those since the running summary (for a
-    // model), and the latest `recent`: one read, of the newest ones only.
-    let from = state.through.min(row.summary_message_count);
-    let wanted = i64::from(row.message_count - from)
-        .min(MAX_PROMPT_MESSAGES.max(i64::from(row.message_count - state.through)))
-        .max(i64::try_from(recent).unwrap_or(i64::MAX));
-    // By seq, not by count, so that a message appended meanwhile cannot push one the state lacks
-    // out of the read.
-    let after = (i64::from(row.message_count) - wanted).clamp(0, i64::from(state.through));
-    let after = i32::try_from(after).unwrap_or(0);
+    // One read from the first message needed: those the state has not taken in, those since the
+    // running summary (at most the newest MAX_PROMPT_MESSAGES, for a model) and the latest
+    // `recent`. By seq, so that a message appended meanwhile cannot push one out of the read.
+    let recent_from = row
+        .message_count
+        .saturating_sub(i32::try_from(recent).unwrap_or(i32::MAX));
+    let prompt_from = row
+        .summary_message_count
+        .max(row.message_count - MAX_PROMPT_MESSAGES);
+    let after = state.through.min(prompt_from).min(recent_from).max(0);
     let messages = store::digest_messages(&mut *tx, row.id, after).await?;
     state.fold(&digest::item_titles(&items), &messages);
     let facts = TaskFacts {

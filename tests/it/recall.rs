@@ -1104,6 +1104,51 @@ async fn task_history_is_searched_by_meaning(pool: PgPool) {
     assert_eq!(unique.len(), seen.len(), "{seen:?}");
     assert!(seen.len() >= 5, "every item has a vector: {seen:?}");
 
+    // An imported copy of the task queues its whole history, steps included, each item once.
+    let archive = app
+        .get(&format!("/api/tasks/{id}/export"), &alice)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    let imported = expect(
+        app.post("/api/tasks/import", &alice)
+            .header("content-type", "application/gzip")
+            .body(archive),
+        201,
+    )
+    .await;
+    let copy = imported["task_id"].as_str().unwrap().to_owned();
+    let queued: Vec<String> = sqlx::query_scalar(
+        "SELECT task_source FROM embedding_outbox WHERE task_id = $1::uuid ORDER BY task_source",
+    )
+    .bind(&copy)
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let mut expected: Vec<String> = Vec::new();
+    for (source, table) in [
+        ("event", "task_events"),
+        ("message", "task_messages"),
+        ("snapshot", "task_snapshots"),
+    ] {
+        let n: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {table} WHERE task_id = $1::uuid"
+        ))
+        .bind(&id)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+        expected.extend((0..n).map(|_| source.to_owned()));
+    }
+    expected.push("step".to_owned());
+    expected.sort();
+    assert_eq!(queued, expected);
+    drain(&app).await;
+
     // Recall's task kind ranks by meaning too.
     let recalled = expect(
         app.post("/api/recall", &alice).json(

@@ -353,15 +353,13 @@ pub async fn queue_task_history(tx: &mut Scoped, task_id: Uuid) -> Result<(), sq
     if !tx.queues_embeddings() {
         return Ok(());
     }
-    sqlx::query(
+    sqlx::query(&format!(
         "INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
-         SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 'task', $1,
-                i.source, i.seq
-         FROM (SELECT 'message' AS source, seq::int8 AS seq FROM task_messages
-               WHERE task_id = $1 AND btrim(content) <> ''
-               UNION ALL SELECT 'event', seq FROM task_events WHERE task_id = $1
-               UNION ALL SELECT 'snapshot', seq FROM task_snapshots WHERE task_id = $1) i",
-    )
+         SELECT i.tenant_id, i.user_id, 'task', i.task_id, i.source, i.seq
+         FROM ({}) i
+         WHERE i.task_id = $1 AND i.source <> 'step'",
+        crate::search::indexer::TASK_ITEMS
+    ))
     .bind(task_id)
     .execute(tx)
     .await?;

@@ -260,7 +260,7 @@ pub async fn search(
     .bind(&scores)
     .fetch_all(&mut *tx)
     .await?;
-    let by_item: HashMap<Item, HitRow> = rows
+    let mut by_item: HashMap<Item, HitRow> = rows
         .into_iter()
         .map(|r| {
             let item = (
@@ -273,7 +273,6 @@ pub async fn search(
             (item, r)
         })
         .collect();
-    let mut by_item = by_item;
     let hits = page
         .into_iter()
         .filter_map(|f| {
