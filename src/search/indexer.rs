@@ -619,38 +619,13 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
                   AS u(tenant_id, user_id, memory_id, byte_start, embedding, with_context)
              ON CONFLICT DO NOTHING",
         )
-        .bind(
-            chunks
-                .iter()
-                .map(|(t, _, _)| t.tenant_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            chunks
-                .iter()
-                .map(|(t, _, _)| t.user_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            chunks
-                .iter()
-                .filter_map(|(t, _, _)| t.memory_id)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            chunks
-                .iter()
-                .map(|(t, _, _)| t.byte_start.unwrap_or(0))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            chunks
-                .iter()
-                .map(|(_, _, v)| pgvector::Vector::from(v.clone()))
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(&chunks, |t| t.tenant_id.as_str()))
+        .bind(column(&chunks, |t| t.user_id.as_str()))
+        .bind(present(&chunks, |t| t.memory_id))
+        .bind(column(&chunks, |t| t.byte_start.unwrap_or(0)))
+        .bind(embeddings(&chunks))
         .bind(model)
-        .bind(chunks.iter().map(|(_, c, _)| *c).collect::<Vec<_>>())
+        .bind(contexts(&chunks))
         .execute(&mut tx)
         .await
         .map_err(|e| e.to_string())?;
@@ -665,38 +640,13 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
                   AS u(tenant_id, user_id, session_id, message_id, embedding, with_context)
              ON CONFLICT DO NOTHING",
         )
-        .bind(
-            notes
-                .iter()
-                .map(|(t, _, _)| t.tenant_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            notes
-                .iter()
-                .map(|(t, _, _)| t.user_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            notes
-                .iter()
-                .filter_map(|(t, _, _)| t.session_id.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            notes
-                .iter()
-                .filter_map(|(t, _, _)| t.message_id.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            notes
-                .iter()
-                .map(|(_, _, v)| pgvector::Vector::from(v.clone()))
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(&notes, |t| t.tenant_id.as_str()))
+        .bind(column(&notes, |t| t.user_id.as_str()))
+        .bind(present(&notes, |t| t.session_id.as_deref()))
+        .bind(present(&notes, |t| t.message_id.as_deref()))
+        .bind(embeddings(&notes))
         .bind(model)
-        .bind(notes.iter().map(|(_, c, _)| *c).collect::<Vec<_>>())
+        .bind(contexts(&notes))
         .execute(&mut tx)
         .await
         .map_err(|e| e.to_string())?;
@@ -713,56 +663,18 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
                        with_context, embedding)
              ON CONFLICT DO NOTHING",
         )
-        .bind(
-            items
-                .iter()
-                .map(|(t, _, _)| t.tenant_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            items
-                .iter()
-                .map(|(t, _, _)| t.user_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            items
-                .iter()
-                .filter_map(|(t, _, _)| t.task_id)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            items
-                .iter()
-                .map(|(t, _, _)| t.task_source.as_deref().unwrap_or_default())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            items
-                .iter()
-                .map(|(t, _, _)| t.task_seq.unwrap_or(0))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            items
-                .iter()
-                .map(|(t, _, _)| t.part_index.unwrap_or(-1))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            items
-                .iter()
-                .map(|(t, _, _)| t.char_offset.unwrap_or(-1))
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(&items, |t| t.tenant_id.as_str()))
+        .bind(column(&items, |t| t.user_id.as_str()))
+        .bind(present(&items, |t| t.task_id))
+        .bind(column(&items, |t| {
+            t.task_source.as_deref().unwrap_or_default()
+        }))
+        .bind(column(&items, |t| t.task_seq.unwrap_or(0)))
+        .bind(column(&items, |t| t.part_index.unwrap_or(-1)))
+        .bind(column(&items, |t| t.char_offset.unwrap_or(-1)))
         .bind(model)
-        .bind(items.iter().map(|(_, c, _)| *c).collect::<Vec<_>>())
-        .bind(
-            items
-                .iter()
-                .map(|(_, _, v)| pgvector::Vector::from(v.clone()))
-                .collect::<Vec<_>>(),
-        )
+        .bind(contexts(&items))
+        .bind(embeddings(&items))
         .execute(&mut tx)
         .await
         .map_err(|e| e.to_string())?;
@@ -774,6 +686,29 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
         .map_err(|e| e.to_string())?;
     tx.commit().await.map_err(|e| e.to_string())?;
     Ok(Some((claimed.len(), texts.len())))
+}
+
+/// One column of an embedded group, for an `unnest` bind.
+fn column<'a, T>(group: &[Embedded<'a>], f: impl Fn(&'a Text) -> T) -> Vec<T> {
+    group.iter().map(|(t, _, _)| f(t)).collect()
+}
+
+/// The values of an optional column that are present.
+fn present<'a, T>(group: &[Embedded<'a>], f: impl Fn(&'a Text) -> Option<T>) -> Vec<T> {
+    group.iter().filter_map(|(t, _, _)| f(t)).collect()
+}
+
+/// Whether each vector was made with the text's context.
+fn contexts(group: &[Embedded<'_>]) -> Vec<bool> {
+    group.iter().map(|(_, c, _)| *c).collect()
+}
+
+/// The vectors of a group.
+fn embeddings(group: &[Embedded<'_>]) -> Vec<pgvector::Vector> {
+    group
+        .iter()
+        .map(|(_, _, v)| pgvector::Vector::from(v.clone()))
+        .collect()
 }
 
 /// Whether text `t` was fetched for outbox row `row`.
