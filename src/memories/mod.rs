@@ -194,7 +194,7 @@ pub async fn create_memory(
     idem: Idempotency,
     UploadJson(input): UploadJson<MemoryInput>,
 ) -> ApiResult<Response> {
-    let limits = Limits::of(&state);
+    let limits = Limits::from_config(&state.config);
     let prepared = store::prepare(new_memory(input), &limits).await?;
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
@@ -234,7 +234,7 @@ pub async fn put_memory(
             "`key` in the body must be absent or equal to the key in the path",
         ));
     }
-    let limits = Limits::of(&state);
+    let limits = Limits::from_config(&state.config);
     let mut new = new_memory(input);
     new.key = Some(key.clone());
     let prepared = store::prepare(new, &limits).await?;
@@ -321,7 +321,7 @@ pub async fn get_memory(
     Query(query): Query<PageQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let limits = Limits::of(&state);
+    let limits = Limits::from_config(&state.config);
     let request = store::page_request(&query, &limits)?;
     let mut tx = caller.begin().await?;
     let page = store::retrieve_memory(
@@ -451,7 +451,7 @@ pub async fn capture(
     idem: Idempotency,
     UploadJson(input): UploadJson<CaptureInput>,
 ) -> ApiResult<Response> {
-    let limits = Limits::of(&state);
+    let limits = Limits::from_config(&state.config);
     let prepared = store::prepare_capture(input, &limits).await?;
     // Without a key, an output returned inline needs no transaction. With one, it is recorded
     // like any other answer, so the key cannot be reused for another output.

@@ -47,11 +47,6 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The limits of `state`'s configuration.
-    pub fn of(state: &crate::AppState) -> Self {
-        Self::from_config(&state.config)
-    }
-
     pub fn from_config(config: &Config) -> Self {
         Limits {
             max_content_bytes: config.memory_max_bytes,
