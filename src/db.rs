@@ -165,11 +165,16 @@ impl Db {
         mut tx: Transaction<'static, Postgres>,
         principal: &Principal,
     ) -> Result<Scoped, sqlx::Error> {
-        sqlx::query(SET_SCOPE)
-            .bind(&principal.tenant_id)
-            .bind(&principal.user_id)
-            .execute(&mut *tx)
-            .await?;
+        // The role and the row-level-security settings, transaction-locally, in one statement.
+        sqlx::query!(
+            "SELECT set_config('role', 'mnemo_app', true) AS role,
+                    set_config('mnemo.tenant', $1, true) AS tenant,
+                    set_config('mnemo.user', $2, true) AS user",
+            principal.tenant_id,
+            principal.user_id
+        )
+        .fetch_one(&mut *tx)
+        .await?;
         Ok(Scoped {
             tx,
             embeds: self.embeds,
@@ -181,11 +186,12 @@ impl Db {
     pub async fn tenant_eraser(&self, tenant: &str) -> Result<Scoped, sqlx::Error> {
         check_id(tenant)?;
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "SELECT set_config('role', 'mnemo_eraser', true), set_config('mnemo.tenant', $1, true)",
+        sqlx::query!(
+            "SELECT set_config('role', 'mnemo_eraser', true) AS role,
+                    set_config('mnemo.tenant', $1, true) AS tenant",
+            tenant
         )
-        .bind(tenant)
-        .execute(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
         Ok(Scoped { tx, embeds: false })
     }
@@ -196,21 +202,22 @@ impl Db {
     pub async fn system(&self, job: Job) -> Result<Option<System>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         if let Some(setup) = job.setup() {
+            // The job's role and settings, one of a closed set of constant statements (`SET ROLE`
+            // names an identifier, which a bind cannot carry).
             sqlx::query(setup).execute(&mut *tx).await?;
         }
         match job.lock() {
             None => {}
             Some((key, LockWait::Wait)) => {
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(key)
-                    .execute(&mut *tx)
+                sqlx::query!("SELECT pg_advisory_xact_lock($1)", key)
+                    .fetch_one(&mut *tx)
                     .await?;
             }
             Some((key, LockWait::Skip)) => {
-                let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-                    .bind(key)
-                    .fetch_one(&mut *tx)
-                    .await?;
+                let locked =
+                    sqlx::query_scalar!("SELECT pg_try_advisory_xact_lock($1) AS \"locked!\"", key)
+                        .fetch_one(&mut *tx)
+                        .await?;
                 if !locked {
                     tx.rollback().await?;
                     return Ok(None);
@@ -233,6 +240,8 @@ impl Db {
     /// True when every migration this binary carries has been applied.
     pub async fn migrations_applied(&self) -> Result<bool, sqlx::Error> {
         let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        // Runtime-checked: sqlx's own bookkeeping table, which `migrate` creates, is not part of
+        // the schema the migrations describe.
         let applied: Option<i64> =
             sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
                 .fetch_one(&self.pool)
@@ -244,8 +253,8 @@ impl Db {
     /// lacking that membership would fail every request while the database itself answers.
     pub async fn can_switch_role(&self) -> Result<(), sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT set_config('role', 'mnemo_app', true)")
-            .execute(&mut *tx)
+        sqlx::query!("SELECT set_config('role', 'mnemo_app', true)")
+            .fetch_one(&mut *tx)
             .await?;
         tx.rollback().await
     }
@@ -406,12 +415,13 @@ impl System {
     }
 
     async fn set_scope(&mut self, tenant: &str, user: &str) -> Result<(), sqlx::Error> {
-        sqlx::query(
-            "SELECT set_config('mnemo.tenant', $1, true), set_config('mnemo.user', $2, true)",
+        sqlx::query!(
+            "SELECT set_config('mnemo.tenant', $1, true) AS tenant,
+                    set_config('mnemo.user', $2, true) AS user",
+            tenant,
+            user
         )
-        .bind(tenant)
-        .bind(user)
-        .execute(&mut *self.scoped.tx)
+        .fetch_one(&mut *self.scoped.tx)
         .await?;
         Ok(())
     }
@@ -479,10 +489,6 @@ macro_rules! delegate_executor {
 
 delegate_executor!(Scoped, tx);
 delegate_executor!(System, scoped.tx);
-
-/// Switches to `mnemo_app` and sets the row-level-security settings, transaction-locally.
-const SET_SCOPE: &str = "SELECT set_config('role', 'mnemo_app', true), \
-     set_config('mnemo.tenant', $1, true), set_config('mnemo.user', $2, true)";
 
 /// Refuses empty ids and control characters (auth refuses them too; this is the last line).
 fn check_id(value: &str) -> Result<(), sqlx::Error> {
