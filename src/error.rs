@@ -155,7 +155,106 @@ impl ApiError {
         }
         ApiError::from(err)
     }
+
+    /// The problem a request is answered with when a statement breaks the named constraint
+    /// `name`, if [`CONSTRAINTS`] lists it.
+    pub fn from_constraint(name: &str) -> Option<ApiError> {
+        let found = CONSTRAINTS.iter().find(|c| c.names.contains(&name))?;
+        let err = ApiError::status(found.status, found.detail);
+        Some(match found.field {
+            Some(field) => err.with("field", field),
+            None => err,
+        })
+    }
 }
+
+/// The names of the constraints [`ApiError::from_constraint`] maps.
+pub fn mapped_constraints() -> impl Iterator<Item = &'static str> {
+    CONSTRAINTS.iter().flat_map(|c| c.names.iter().copied())
+}
+
+/// A named constraint a request can run into, and what the client is told.
+struct Constraint {
+    names: &'static [&'static str],
+    status: StatusCode,
+    detail: &'static str,
+    /// The request field (or header) the conflict is about.
+    field: Option<&'static str>,
+}
+
+/// Every named constraint that a request, rather than a bug, can break: a duplicate the client
+/// sent, or a row that another request deleted between this request's check and its write. A
+/// statement breaking one of these answers its problem wherever it runs; any other violation is
+/// a 500 (a bug, logged).
+const CONSTRAINTS: &[Constraint] = &[
+    Constraint {
+        names: &["task_steps_step_id_key"],
+        status: StatusCode::CONFLICT,
+        detail: "a step with this step_id already exists in the task",
+        field: Some("step_id"),
+    },
+    Constraint {
+        names: &["task_tool_calls_pkey"],
+        status: StatusCode::CONFLICT,
+        detail: "a tool call with this tool_call_id already exists in the task",
+        field: Some("tool_call_id"),
+    },
+    Constraint {
+        names: &["task_artifacts_pkey"],
+        status: StatusCode::CONFLICT,
+        detail: "an artifact with this id already exists in the task",
+        field: None,
+    },
+    Constraint {
+        names: &["tasks_pkey"],
+        status: StatusCode::CONFLICT,
+        detail: "a task with this id already exists",
+        field: Some("keep_id"),
+    },
+    Constraint {
+        names: &["agent_memories_key_unique"],
+        status: StatusCode::CONFLICT,
+        detail: "a memory with this key already exists",
+        field: Some("key"),
+    },
+    Constraint {
+        names: &["idempotency_keys_pkey"],
+        status: StatusCode::CONFLICT,
+        detail: "a request with this Idempotency-Key is still in progress; retry once it has \
+                 finished",
+        field: Some("Idempotency-Key"),
+    },
+    Constraint {
+        names: &["task_actions_item_fkey"],
+        status: StatusCode::NOT_FOUND,
+        detail: "the active plan has no such step (a replan replaced it meanwhile)",
+        field: None,
+    },
+    Constraint {
+        names: &[
+            "task_plans_task_fkey",
+            "task_events_task_fkey",
+            "task_messages_task_fkey",
+            "task_snapshots_task_fkey",
+            "task_steps_task_fkey",
+            "task_artifacts_task_fkey",
+            "task_configs_task_fkey",
+            "task_waits_task_fkey",
+        ],
+        status: StatusCode::NOT_FOUND,
+        detail: "no such task (it was deleted meanwhile)",
+        field: None,
+    },
+    Constraint {
+        names: &[
+            "conversation_messages_session_fkey",
+            "recent_conversation_history_session_fkey",
+        ],
+        status: StatusCode::NOT_FOUND,
+        detail: "no such session (it was deleted meanwhile)",
+        field: None,
+    },
+];
 
 /// Seconds a client is told to wait (`Retry-After`) when the database is busy or unreachable.
 pub const RETRY_AFTER_SECS: u64 = 2;
@@ -191,6 +290,11 @@ impl From<sqlx::Error> for ApiError {
                 _ => "the database is unreachable; retry shortly",
             };
             return ApiError::unavailable(detail);
+        }
+        if let sqlx::Error::Database(db) = &err
+            && let Some(mapped) = db.constraint().and_then(ApiError::from_constraint)
+        {
+            return mapped;
         }
         // A value PostgreSQL cannot hold that parsing let through: a date before 4713 BC (the
         // JSON parser takes years down to -262143).

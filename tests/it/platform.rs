@@ -512,6 +512,30 @@ async fn every_table_forces_row_level_security(pool: PgPool) {
     );
 }
 
+/// Every constraint the error table maps to a client problem exists under that name, so a rename
+/// in a migration cannot silently turn a 409 or 404 back into a 500.
+#[sqlx::test]
+async fn every_mapped_constraint_exists(pool: PgPool) {
+    let names: Vec<&str> = mnemo::error::mapped_constraints().collect();
+    assert!(names.len() >= 10, "{names:?}");
+    let missing: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM unnest($1::text[]) AS name
+         WHERE NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = name)",
+    )
+    .bind(&names)
+    .fetch_all(&pool)
+    .await
+    .expect("catalog");
+    assert!(
+        missing.is_empty(),
+        "mapped constraints not in the schema: {missing:?}"
+    );
+    let step = mnemo::error::ApiError::from_constraint("task_steps_step_id_key").expect("mapped");
+    assert_eq!(step.status_code(), 409);
+    assert_eq!(step.field(), Some("step_id"));
+    assert!(mnemo::error::ApiError::from_constraint("tasks_status_check").is_none());
+}
+
 /// The word-lookup functions that reach past row-level security to use the full-text indexes
 /// find only the scoped user's rows, nothing without a scope, and only mnemo_app may call them;
 /// no other function runs with its owner's rights.
