@@ -225,42 +225,35 @@ impl Config {
         Duration::from_secs(self.request_timeout_secs)
     }
 
-    /// A configuration for tests and embedding: HS256 with the given secret, defaults elsewhere.
+    /// A configuration for tests and embedding: HS256 with the given secret, a free port on
+    /// localhost, a pool of 16, the command-line defaults elsewhere (the environment ignored).
     pub fn for_secret(database_url: Option<String>, secret: &str) -> Self {
         Config {
             database_url,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             db_max_connections: 16,
             jwt_secret: Some(secret.to_owned()),
-            jwt_public_key: None,
-            jwt_jwks: None,
-            jwt_jwks_min_refresh_secs: 30,
-            jwt_private_key: None,
-            jwt_issuer: None,
-            jwt_audience: None,
-            tenant_claim: "tenant_id".into(),
-            default_tenant: None,
-            cors_origins: Vec::new(),
-            public_url: None,
-            request_timeout_secs: 30,
-            max_body_bytes: 1024 * 1024,
-            memory_max_bytes: 32 * 1024 * 1024,
-            search_keyword_weight: crate::search::fusion::KEYWORD_WEIGHT,
-            db_statement_timeout_secs: 30,
-            max_connections: 10_000,
-            max_connections_per_ip: 256,
-            header_read_timeout_secs: 10,
-            idempotency_ttl_hours: 24,
-            fair_use: Default::default(),
-            llm: Default::default(),
-            memories: Default::default(),
-            notes: Default::default(),
-            conversations: Default::default(),
-            tasks: Default::default(),
-            embed: Default::default(),
-            rights: Default::default(),
+            ..command_line_defaults()
         }
     }
+}
+
+/// The values a settings group takes from its `#[arg(default_value…)]` attributes alone, as if
+/// the command line and the environment set nothing. Every `impl Default` of a settings group
+/// answers this, so a default is written once, where `--help` shows it.
+#[expect(
+    clippy::panic,
+    reason = "the defaults are constants of the attributes: a group whose defaults do not parse is \
+              a bug the unit tests meet first (`Config::for_secret` parses every group's defaults)"
+)]
+pub fn command_line_defaults<T: Args + clap::FromArgMatches>() -> T {
+    let command = T::augment_args(clap::Command::new("mnemo").no_binary_name(true))
+        .mut_args(|arg| arg.env(None::<&str>));
+    let matches = command
+        .try_get_matches_from(std::iter::empty::<String>())
+        .unwrap_or_else(|err| panic!("the settings' defaults must parse: {err}"));
+    T::from_arg_matches(&matches)
+        .unwrap_or_else(|err| panic!("the settings' defaults must parse: {err}"))
 }
 
 /// `postgres://user:secret@host/db` becomes `postgres://user:***@host/db`.
@@ -340,32 +333,28 @@ mod tests {
         assert!(shown.contains("postgres://app:***@db/mnemo"), "{shown}");
     }
 
-    /// `Config::for_secret` (what tests use) must agree with the command-line defaults.
+    /// Defaults come from the `#[arg]` attributes only: a variable set in the environment (here
+    /// `PATH`, set in every process) does not leak into them.
     #[test]
-    fn test_config_matches_command_line_defaults() {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            config: Config,
+    fn defaults_ignore_the_environment() {
+        #[derive(clap::Args)]
+        struct Probe {
+            #[arg(long, env = "PATH", default_value = "unset")]
+            path: String,
+            #[arg(long, default_value_t = 7)]
+            count: u32,
+            #[arg(long, env = "PATH")]
+            optional: Option<String>,
         }
-        let parsed = <Cli as clap::Parser>::try_parse_from([
-            "mnemo",
-            "--jwt-secret",
-            "0123456789abcdef0123456789abcdef",
-            "--listen",
-            "127.0.0.1:0",
-            "--db-max-connections",
-            "16",
-        ])
-        .expect("parses")
-        .config;
-        let mut built = Config::for_secret(None, "0123456789abcdef0123456789abcdef");
-        // Fields the environment may set on a developer machine.
-        built.database_url = parsed.database_url.clone();
-        let shown = |c: &Config| format!("{c:?}");
-        if std::env::vars().all(|(k, _)| !k.starts_with("MNEMO_")) {
-            assert_eq!(shown(&parsed), shown(&built));
-        }
+        assert!(std::env::var_os("PATH").is_some());
+        let probe = command_line_defaults::<Probe>();
+        assert_eq!((probe.path.as_str(), probe.count), ("unset", 7));
+        assert_eq!(probe.optional, None);
+        let config = Config::for_secret(None, "0123456789abcdef0123456789abcdef");
+        assert_eq!(config.database_url, None);
+        assert_eq!(config.tenant_claim, "tenant_id");
+        assert_eq!(config.notes.max_bytes, 64 * 1024);
+        assert_eq!(config.embed.model, None);
     }
 
     #[test]

@@ -64,15 +64,9 @@ pub struct FairUseConfig {
 }
 
 impl Default for FairUseConfig {
+    /// The command-line defaults (the environment ignored).
     fn default() -> Self {
-        FairUseConfig {
-            tenant_max_concurrent: None,
-            tenant_queue_ms: 2000,
-            tenant_per_sec: None,
-            tenant_burst: None,
-            user_per_sec: None,
-            user_burst: None,
-        }
+        crate::config::command_line_defaults()
     }
 }
 

@@ -118,20 +118,9 @@ about the user follow in their own section; keep them current with manage_long_t
 large material with store_memory and find it again with search_memory and retrieve_memory.";
 
 impl Default for ConversationsConfig {
+    /// The command-line defaults (the environment ignored).
     fn default() -> Self {
-        ConversationsConfig {
-            history_retention_days: None,
-            history_sweep_interval_secs: 3600,
-            history_sweep_batch: 5000,
-            window_messages: 10,
-            window_cache_sessions: 10_000,
-            archive_max_messages: 500,
-            archive_max_bytes: 1024 * 1024,
-            chat_max_tool_rounds: 4,
-            chat_recall_k: 5,
-            chat_summary_every: 20,
-            system_prompt: DEFAULT_SYSTEM_PROMPT.into(),
-        }
+        crate::config::command_line_defaults()
     }
 }
 

@@ -70,12 +70,9 @@ pub struct MemoriesConfig {
 }
 
 impl Default for MemoriesConfig {
+    /// The command-line defaults (the environment ignored).
     fn default() -> Self {
-        MemoriesConfig {
-            page_bytes: 8192,
-            max_page_bytes: 1024 * 1024,
-            capture_threshold_tokens: 500,
-        }
+        crate::config::command_line_defaults()
     }
 }
 

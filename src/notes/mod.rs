@@ -52,11 +52,9 @@ pub struct NotesConfig {
 }
 
 impl Default for NotesConfig {
+    /// The command-line defaults (the environment ignored).
     fn default() -> Self {
-        NotesConfig {
-            max_bytes: 64 * 1024,
-            revisions_kept: 100,
-        }
+        crate::config::command_line_defaults()
     }
 }
 

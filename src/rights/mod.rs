@@ -62,12 +62,9 @@ pub struct RightsConfig {
 }
 
 impl Default for RightsConfig {
+    /// The command-line defaults (the environment ignored).
     fn default() -> Self {
-        RightsConfig {
-            account_import_max_bytes: 1024 * 1024 * 1024,
-            account_import_max_unpacked_bytes: 4 * 1024 * 1024 * 1024,
-            account_exports_at_once: 2,
-        }
+        crate::config::command_line_defaults()
     }
 }
 

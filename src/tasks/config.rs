@@ -104,22 +104,9 @@ pub struct TasksConfig {
 }
 
 impl Default for TasksConfig {
+    /// The command-line defaults (the environment ignored).
     fn default() -> Self {
-        TasksConfig {
-            max_batch_events: 1000,
-            max_plan_steps: 500,
-            summary_every: 5,
-            digest_recent: 5,
-            artifact_max_bytes: 64 * 1024 * 1024,
-            import_max_bytes: 256 * 1024 * 1024,
-            import_max_members: 10_000,
-            step_max_parts: 200,
-            pause_after_secs: 24 * 3600,
-            archive_after_secs: 7 * 24 * 3600,
-            sweep_interval_secs: 300,
-            wait_sweep_interval_secs: 10,
-            stuck_cooldown_secs: 300,
-        }
+        crate::config::command_line_defaults()
     }
 }
 

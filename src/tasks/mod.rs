@@ -177,21 +177,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_matches_command_line() {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            tasks: TasksConfig,
-        }
-        let parsed = <Cli as clap::Parser>::try_parse_from(["mnemo"])
-            .unwrap()
-            .tasks;
-        if std::env::vars().all(|(k, _)| !k.starts_with("MNEMO_TASKS_")) {
-            assert_eq!(
-                format!("{parsed:?}"),
-                format!("{:?}", TasksConfig::default())
-            );
-        }
+    fn defaults_are_valid() {
         assert!(TasksConfig::default().validate().is_ok());
     }
 
