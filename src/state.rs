@@ -20,6 +20,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Short-term chat windows per session, checked against the database's version on each read.
     pub window_cache: Arc<WindowCache>,
+    /// Archives to one session that arrive together, written in one transaction.
+    pub session_appends: Arc<crate::conversations::appends::SessionAppends>,
     /// The configured chat model, if any.
     pub llm: Option<Arc<LlmClient>>,
     /// The embedder of semantic search, if any (`MNEMO_EMBEDDER`).
@@ -50,6 +52,7 @@ impl AppState {
         Ok(AppState {
             db: db.queueing_embeddings(embedder.is_some()),
             window_cache: Arc::new(WindowCache::new(config.conversations.window_cache_sessions)),
+            session_appends: Default::default(),
             llm: LlmClient::from_config(&config.llm).map(Arc::new),
             config: Arc::new(config),
             verifier: Arc::new(verifier),

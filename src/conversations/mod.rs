@@ -1,6 +1,7 @@
 //! Conversation memory: batched archival, sendBeacon uploads, sessions and their running
 //! summaries, the short-term window and chat context.
 
+pub mod appends;
 pub mod batch;
 pub mod chat;
 pub mod context;
@@ -234,6 +235,13 @@ async fn archive(
         messages,
         state.config.conversations.archive_max_messages,
     )?;
+    if !idem.is_active() {
+        let archived = state
+            .session_appends
+            .archive(state, caller, &session_id, agent, batch)
+            .await?;
+        return Ok(axum::Json(archive_answer(session_id, &archived)).into_response());
+    }
     let before = state
         .window_cache
         .get(&caller.tenant_id, &caller.user_id, &session_id)
@@ -243,20 +251,24 @@ async fn archive(
         Begun::Replayed(response) => return Ok(response),
     };
     let archived = store::archive(&mut tx, &session_id, &agent, &batch).await?;
-    let answer = ArchiveResponse {
-        session_id: session_id.clone(),
-        batch_id: archived.batch_id,
-        new: archived.new_count(),
-        updated: archived.updated_count(),
-        deleted: archived.deleted_count(),
-        duplicates: archived.duplicates,
-    };
+    let answer = archive_answer(session_id.clone(), &archived);
     let response = idem.commit(tx, axum::Json(answer)).await?;
     chat::remember_archive(state, caller, &session_id, before, &batch, &archived);
     if !archived.new_ids.is_empty() {
         summary::schedule(state, caller, &session_id);
     }
     Ok(response)
+}
+
+fn archive_answer(session_id: String, archived: &store::Archived) -> ArchiveResponse {
+    ArchiveResponse {
+        session_id,
+        batch_id: archived.batch_id,
+        new: archived.new_count(),
+        updated: archived.updated_count(),
+        deleted: archived.deleted_count(),
+        duplicates: archived.duplicates,
+    }
 }
 
 /// Archive a batch of chat messages.

@@ -87,6 +87,116 @@ async fn archive_stores_each_message_once_and_counts_duplicates(pool: PgPool) {
     assert_eq!(page["items"][0]["timestamp"], "2026-11-21T10:01:00Z");
 }
 
+/// Archives to one session that arrive while another is being written wait for it and are then
+/// written in one transaction (their rows share one `xmin`), each answered with its own counts;
+/// the window and the history hold every message once.
+#[sqlx::test]
+async fn archives_to_a_busy_session_commit_together_with_their_own_answers(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let token = app.token("t1", "alice");
+    expect(
+        app.post(ARCHIVE, &token)
+            .json(&batch("s1", vec![msg("m0", "first", "user", 0)])),
+        200,
+    )
+    .await;
+
+    // Hold the session row, so the next archive waits in its transaction.
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM agent_sessions WHERE session_id = 's1' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let post = |messages: Vec<Value>| {
+        let request = app.post(ARCHIVE, &token).json(&batch("s1", messages));
+        tokio::spawn(async move { expect(request, 200).await })
+    };
+    let blocked = post(vec![msg("a1", "blocked one", "user", 1)]);
+    let waits_on_lock = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    for _ in 0..200 {
+        if count(&pool, waits_on_lock).await > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(count(&pool, waits_on_lock).await, 1);
+    let mut queued: Vec<_> = (1..=8)
+        .map(|i| {
+            post(vec![msg(
+                &format!("b{i}"),
+                &format!("queued {i}"),
+                "ai",
+                1 + i,
+            )])
+        })
+        .collect();
+    // One of the queued batches re-sends the blocked message: a duplicate, not a new row.
+    queued.push(post(vec![msg("a1", "blocked one", "user", 1)]));
+    for _ in 0..200 {
+        if app.state.session_appends.waiting() == 9 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.state.session_appends.waiting(), 9);
+    holder.commit().await.unwrap();
+
+    let first = blocked.await.unwrap();
+    assert_eq!(
+        (first["new"].as_i64(), first["duplicates"].as_i64()),
+        (Some(1), Some(0))
+    );
+    let mut batch_ids = vec![first["batch_id"].as_str().unwrap().to_owned()];
+    for (i, answer) in queued.into_iter().enumerate() {
+        let answer = answer.await.unwrap();
+        let expected = if i == 8 {
+            (Some(0), Some(1))
+        } else {
+            (Some(1), Some(0))
+        };
+        assert_eq!(
+            (answer["new"].as_i64(), answer["duplicates"].as_i64()),
+            expected,
+            "{answer}"
+        );
+        batch_ids.push(answer["batch_id"].as_str().unwrap().to_owned());
+    }
+    batch_ids.sort();
+    batch_ids.dedup();
+    assert_eq!(batch_ids.len(), 10);
+    assert_eq!(app.state.session_appends.waiting(), 0);
+
+    // The first message, the blocked archive, and the queued ones written together.
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(DISTINCT xmin::text) FROM conversation_messages"
+        )
+        .await,
+        3
+    );
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM conversation_messages").await,
+        10
+    );
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM recent_conversation_history").await,
+        11
+    );
+    assert_eq!(count(&pool, "SELECT version FROM agent_sessions").await, 11);
+    let page = expect(app.get("/api/chat/sessions/s1/messages", &token), 200).await;
+    let ids: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["m0", "a1", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"]
+    );
+}
+
 #[sqlx::test]
 async fn bad_batches_are_refused_whole_naming_the_message(pool: PgPool) {
     let app = TestApp::with_config(pool.clone(), |c| {

@@ -1,0 +1,189 @@
+//! Archives to one session, committed together.
+//!
+//! Every archive moves its session's version (the window cache checks it), so archives to one
+//! session take that row's lock in turn: each waits for the one before it to commit, and commits
+//! are flushed to disk one at a time. Under many concurrent archives to one session (a chat app
+//! with many tabs, a replayed outbox, a busy agent) the session became a queue of transactions.
+//!
+//! Here, archives to a session that arrive while one is being written wait for it and are then
+//! written together: one transaction, one archive statement each in arrival order, one commit.
+//! The first archive of a quiet session is written at once, alone, as before. Each request still
+//! gets its own answer (its own counts and batch id), exactly what it would have got alone. When
+//! the group's transaction fails, each of its archives is retried alone, so one batch's error is
+//! never another's.
+//!
+//! The group is written by a background job (drained on shutdown), not by the request that
+//! started it: a client that hangs up does not cancel the others' writes. Archives that carry an
+//! `Idempotency-Key` are not grouped (their stored answer is part of their own transaction).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::oneshot;
+
+use super::batch::Batch;
+use super::store::{self, Archived};
+use super::{chat, summary};
+use crate::access::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// Archives written in one transaction at most.
+const MAX_GROUP: usize = 64;
+
+/// Sessions with an archive being written, and the archives waiting for it.
+#[derive(Default)]
+pub struct SessionAppends {
+    /// A session is here while a job writes its archives; its list holds the ones that arrived
+    /// meanwhile.
+    busy: Mutex<HashMap<SessionKey, Vec<Pending>>>,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct SessionKey {
+    tenant: String,
+    user: String,
+    session: String,
+}
+
+/// An archive waiting to be written, and where its answer goes.
+struct Pending {
+    agent: String,
+    batch: Batch,
+    answer: oneshot::Sender<ApiResult<Archived>>,
+}
+
+impl SessionAppends {
+    /// Archives `batch` into `session_id` as `caller`, with the archives to that session that
+    /// arrive meanwhile; answers once it is committed. Updates the window cache and schedules the
+    /// session's summary like any archive.
+    pub async fn archive(
+        &self,
+        state: &AppState,
+        caller: &Caller,
+        session_id: &str,
+        agent: String,
+        batch: Batch,
+    ) -> ApiResult<Archived> {
+        let key = SessionKey {
+            tenant: caller.tenant_id.clone(),
+            user: caller.user_id.clone(),
+            session: session_id.to_owned(),
+        };
+        let (answer, answered) = oneshot::channel();
+        let pending = Pending {
+            agent,
+            batch,
+            answer,
+        };
+        let lead = {
+            let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+            match busy.get_mut(&key) {
+                Some(waiting) => {
+                    waiting.push(pending);
+                    None
+                }
+                None => {
+                    busy.insert(key.clone(), Vec::new());
+                    Some(pending)
+                }
+            }
+        };
+        if let Some(first) = lead {
+            let (state_, caller) = (state.clone(), caller.clone());
+            state
+                .jobs
+                .spawn(async move { write_session(state_, caller, key, first).await });
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(ApiError::Internal(anyhow::anyhow!(
+                "the archive job of the session ended without an answer"
+            )))
+        })
+    }
+
+    /// Archives waiting for the group before them to commit, over every session.
+    pub fn waiting(&self) -> usize {
+        let busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        busy.values().map(Vec::len).sum()
+    }
+
+    /// Takes the archives that arrived while a group was written (at most [`MAX_GROUP`]), or
+    /// marks the session idle when there are none.
+    fn next_group(&self, key: &SessionKey) -> Vec<Pending> {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(waiting) = busy.get_mut(key) else {
+            return Vec::new();
+        };
+        if waiting.is_empty() {
+            busy.remove(key);
+            return Vec::new();
+        }
+        let take = waiting.len().min(MAX_GROUP);
+        waiting.drain(..take).collect()
+    }
+}
+
+/// Writes `first`, then each group that arrived meanwhile, until none is waiting.
+async fn write_session(state: AppState, caller: Caller, key: SessionKey, first: Pending) {
+    let mut group = vec![first];
+    while !group.is_empty() {
+        write_group(&state, &caller, &key.session, group).await;
+        group = state.session_appends.next_group(&key);
+    }
+}
+
+/// Writes `group` in one transaction; when that fails, each archive alone.
+async fn write_group(state: &AppState, caller: &Caller, session_id: &str, group: Vec<Pending>) {
+    match archive_all(caller, session_id, &group).await {
+        Ok(archived) => {
+            let mut new_messages = false;
+            for (pending, archived) in group.into_iter().zip(archived) {
+                // In commit order, so that each archive finds the window the one before left.
+                let before = state
+                    .window_cache
+                    .get(&caller.tenant_id, &caller.user_id, session_id)
+                    .map(|(version, messages)| (Some(version), messages));
+                chat::remember_archive(
+                    state,
+                    caller,
+                    session_id,
+                    before,
+                    &pending.batch,
+                    &archived,
+                );
+                new_messages |= !archived.new_ids.is_empty();
+                // A request that hung up no longer listens; its archive stands.
+                let _ = pending.answer.send(Ok(archived));
+            }
+            if new_messages {
+                summary::schedule(state, caller, session_id);
+            }
+        }
+        Err(err) if group.len() == 1 => {
+            if let Some(pending) = group.into_iter().next() {
+                let _ = pending.answer.send(Err(ApiError::from(err)));
+            }
+        }
+        Err(_) => {
+            for pending in group {
+                Box::pin(write_group(state, caller, session_id, vec![pending])).await;
+            }
+        }
+    }
+}
+
+/// One transaction: each archive of `group` in order, then the commit.
+async fn archive_all(
+    caller: &Caller,
+    session_id: &str,
+    group: &[Pending],
+) -> Result<Vec<Archived>, sqlx::Error> {
+    let mut tx = caller.begin().await?;
+    let mut archived = Vec::with_capacity(group.len());
+    for pending in group {
+        archived.push(store::archive(&mut tx, session_id, &pending.agent, &pending.batch).await?);
+    }
+    tx.commit().await?;
+    Ok(archived)
+}
