@@ -28,7 +28,7 @@ pub(crate) use actions::{ACTION_COLUMNS, ActionRow};
 pub use history::*;
 pub use plans::*;
 
-/// A task row as stored: every statement returning it names all its columns, in this order.
+/// A task row as stored (every statement returning it names each of these columns).
 #[derive(Debug, Clone)]
 pub struct TaskRow {
     pub id: Uuid,
