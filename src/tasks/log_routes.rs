@@ -139,9 +139,7 @@ pub async fn post_message(
             .await?
             .ok_or_else(|| store::task_not_found(id))?;
         let cooldown = state.config.tasks.stuck_cooldown_secs;
-        let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
-            .fetch_one(&mut tx)
-            .await?;
+        let now = store::now(&mut tx).await?;
         if let Some((last, ends)) = stuck::suppressed_until(&metadata, now, cooldown) {
             let answer = StuckSuppressed {
                 suppressed: true,

@@ -121,19 +121,7 @@ pub async fn list_tasks(
 )]
 pub async fn delete_task(caller: Writer, Path(id): Path<Uuid>) -> ApiResult<StatusCode> {
     let mut tx = caller.begin().await?;
-    // Every table under a task references it with ON DELETE CASCADE.
-    let deleted = sqlx::query(
-        "DELETE FROM tasks
-         WHERE tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')
-           AND id = $1",
-    )
-    .bind(id)
-    .execute(&mut tx)
-    .await?
-    .rows_affected();
-    if deleted == 0 {
-        return Err(ApiError::not_found(format!("no task {id}")));
-    }
+    store::delete_task(&mut tx, id).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -24,7 +24,7 @@ pub(crate) struct ActionRow {
     pub updated_at: DateTime<Utc>,
 }
 
-/// The columns of [`ActionRow`], for its `SELECT`s.
+/// The columns of [`ActionRow`], in its order (the statements here spell them out).
 pub(crate) const ACTION_COLUMNS: &str = "id, task_id, version, ordinal, action_type, summary, status, \
     input_data, output_data, created_at, updated_at";
 
@@ -53,27 +53,28 @@ pub async fn insert_action(
     ordinal: i32,
     action: &NewAction,
 ) -> Result<Action, sqlx::Error> {
-    let row: ActionRow = sqlx::query_as(&format!(
+    let row = sqlx::query_as!(
+        ActionRow,
         "INSERT INTO task_actions (tenant_id, user_id, id, task_id, version, ordinal, action_type,
                                    summary, status, input_data, output_data)
          VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4,
                  $5, $6, $7, $8, $9)
-         RETURNING {ACTION_COLUMNS}"
-    ))
-    .bind(Uuid::now_v7())
-    .bind(task_id)
-    .bind(version)
-    .bind(ordinal)
-    .bind(action.action_type.as_str())
-    .bind(&action.summary)
-    .bind(action.status.unwrap_or(ActionStatus::Completed).as_str())
-    .bind(&action.input_data)
-    .bind(&action.output_data)
+         RETURNING id, task_id, version, ordinal, action_type, summary, status, input_data,
+                   output_data, created_at, updated_at",
+        Uuid::now_v7(),
+        task_id,
+        version,
+        ordinal,
+        action.action_type.as_str(),
+        action.summary,
+        action.status.unwrap_or(ActionStatus::Completed).as_str(),
+        action.input_data.as_ref(),
+        action.output_data.as_ref()
+    )
     .fetch_one(&mut *tx)
     .await?;
-    sqlx::query("UPDATE tasks SET updated_at = now() WHERE id = $1")
-        .bind(task_id)
-        .execute(tx)
+    sqlx::query!("UPDATE tasks SET updated_at = now() WHERE id = $1", task_id)
+        .execute(&mut *tx)
         .await?;
     Ok(row.into())
 }
@@ -84,18 +85,20 @@ pub async fn patch_action(
     action_id: Uuid,
     patch: &PatchAction,
 ) -> Result<Option<Action>, sqlx::Error> {
-    let row: Option<ActionRow> = sqlx::query_as(&format!(
+    let row = sqlx::query_as!(
+        ActionRow,
         "UPDATE task_actions SET status = coalesce($3, status), summary = coalesce($4, summary),
                 output_data = coalesce($5, output_data), updated_at = now()
          WHERE task_id = $1 AND id = $2
-         RETURNING {ACTION_COLUMNS}"
-    ))
-    .bind(task_id)
-    .bind(action_id)
-    .bind(patch.status.map(ActionStatus::as_str))
-    .bind(&patch.summary)
-    .bind(&patch.output_data)
-    .fetch_optional(tx)
+         RETURNING id, task_id, version, ordinal, action_type, summary, status, input_data,
+                   output_data, created_at, updated_at",
+        task_id,
+        action_id,
+        patch.status.map(ActionStatus::as_str),
+        patch.summary.as_deref(),
+        patch.output_data.as_ref()
+    )
+    .fetch_optional(&mut *tx)
     .await?;
     Ok(row.map(Action::from))
 }
@@ -108,17 +111,20 @@ pub async fn actions(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<(Vec<Action>, bool), sqlx::Error> {
-    let rows: Vec<ActionRow> = sqlx::query_as(&format!(
-        "SELECT {ACTION_COLUMNS} FROM task_actions
+    let rows = sqlx::query_as!(
+        ActionRow,
+        "SELECT id, task_id, version, ordinal, action_type, summary, status, input_data,
+                   output_data, created_at, updated_at
+         FROM task_actions
          WHERE task_id = $1 AND version = $2 AND ordinal = $3 AND ($4::uuid IS NULL OR id > $4)
-         ORDER BY id LIMIT $5"
-    ))
-    .bind(task_id)
-    .bind(version)
-    .bind(ordinal)
-    .bind(after)
-    .bind(limit + 1)
-    .fetch_all(tx)
+         ORDER BY id LIMIT $5",
+        task_id,
+        version,
+        ordinal,
+        after,
+        limit + 1
+    )
+    .fetch_all(&mut *tx)
     .await?;
     let (rows, more) = crate::pagination::split(rows, limit);
     Ok((rows.into_iter().map(Action::from).collect(), more))
@@ -131,20 +137,25 @@ pub async fn insert_action_log(
     action_id: Uuid,
     log: &NewActionLog,
 ) -> Result<Option<ActionLog>, sqlx::Error> {
-    let row: Option<(Uuid, DateTime<Utc>)> = sqlx::query_as(
+    struct InsertedLog {
+        id: Uuid,
+        created_at: DateTime<Utc>,
+    }
+    let row = sqlx::query_as!(
+        InsertedLog,
         "INSERT INTO task_action_logs (tenant_id, user_id, id, task_id, action_id, log_type, content)
          SELECT tenant_id, user_id, $3, task_id, id, $4, $5 FROM task_actions
          WHERE task_id = $1 AND id = $2
          RETURNING id, created_at",
+        task_id,
+        action_id,
+        Uuid::now_v7(),
+        log.log_type,
+        log.content
     )
-    .bind(task_id)
-    .bind(action_id)
-    .bind(Uuid::now_v7())
-    .bind(&log.log_type)
-    .bind(&log.content)
-    .fetch_optional(tx)
+    .fetch_optional(&mut *tx)
     .await?;
-    Ok(row.map(|(id, created_at)| ActionLog {
+    Ok(row.map(|InsertedLog { id, created_at }| ActionLog {
         id,
         action_id,
         log_type: log.log_type.clone(),
@@ -158,11 +169,13 @@ pub async fn action_exists(
     task_id: Uuid,
     action_id: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM task_actions WHERE task_id = $1 AND id = $2)")
-        .bind(task_id)
-        .bind(action_id)
-        .fetch_one(tx)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM task_actions WHERE task_id = $1 AND id = $2) AS "exists!""#,
+        task_id,
+        action_id
+    )
+    .fetch_one(&mut *tx)
+    .await
 }
 
 pub async fn action_logs(
@@ -171,24 +184,31 @@ pub async fn action_logs(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<(Vec<ActionLog>, bool), sqlx::Error> {
-    let rows: Vec<(Uuid, String, String, DateTime<Utc>)> = sqlx::query_as(
+    struct LogRow {
+        id: Uuid,
+        log_type: String,
+        content: String,
+        created_at: DateTime<Utc>,
+    }
+    let rows = sqlx::query_as!(
+        LogRow,
         "SELECT id, log_type, content, created_at FROM task_action_logs
          WHERE action_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3",
+        action_id,
+        after,
+        limit + 1
     )
-    .bind(action_id)
-    .bind(after)
-    .bind(limit + 1)
-    .fetch_all(tx)
+    .fetch_all(&mut *tx)
     .await?;
     let (rows, more) = crate::pagination::split(rows, limit);
     Ok((
         rows.into_iter()
-            .map(|(id, log_type, content, created_at)| ActionLog {
-                id,
+            .map(|r| ActionLog {
+                id: r.id,
                 action_id,
-                log_type,
-                content,
-                created_at,
+                log_type: r.log_type,
+                content: r.content,
+                created_at: r.created_at,
             })
             .collect(),
         more,

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{FromRow, Postgres, QueryBuilder};
+use sqlx::{Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::*;
@@ -17,11 +17,13 @@ pub const DIGEST_CHECKPOINT: i32 = 64;
 
 /// The digest state of a task as last stored (empty when none is).
 pub async fn digest_state(tx: &mut Scoped, task_id: Uuid) -> Result<DigestState, sqlx::Error> {
-    let stored: Option<sqlx::types::Json<DigestState>> =
-        sqlx::query_scalar("SELECT state FROM task_digests WHERE task_id = $1")
-            .bind(task_id)
-            .fetch_optional(tx)
-            .await?;
+    let stored = sqlx::query_scalar!(
+        r#"SELECT state AS "state: sqlx::types::Json<DigestState>"
+           FROM task_digests WHERE task_id = $1"#,
+        task_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
     Ok(stored.map(|s| s.0).unwrap_or_default())
 }
 
@@ -33,26 +35,27 @@ pub async fn checkpoint_digest(tx: &mut Scoped, task_id: Uuid) -> Result<(), sql
     if messages.is_empty() {
         return Ok(());
     }
-    let titles: Vec<String> = sqlx::query_scalar(
+    let titles = sqlx::query_scalar!(
         "SELECT i.title FROM task_plan_items i JOIN tasks t ON t.id = i.task_id
          WHERE i.task_id = $1 AND i.version = t.plan_version ORDER BY i.ordinal",
+        task_id
     )
-    .bind(task_id)
     .fetch_all(&mut *tx)
     .await?;
     state.fold(&titles, &messages);
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO task_digests (tenant_id, user_id, task_id, through_seq, state)
          VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3)
          ON CONFLICT (tenant_id, user_id, task_id)
          DO UPDATE SET through_seq = EXCLUDED.through_seq, state = EXCLUDED.state,
                        updated_at = now()
          WHERE task_digests.through_seq < EXCLUDED.through_seq",
+        task_id,
+        state.through,
+        // Serialized by serde as `jsonb` (`as _`: the macro would otherwise want a `Value`).
+        sqlx::types::Json(&state) as _
     )
-    .bind(task_id)
-    .bind(state.through)
-    .bind(sqlx::types::Json(&state))
-    .execute(tx)
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }
@@ -67,7 +70,13 @@ pub async fn append_message(
     content: &str,
 ) -> Result<Option<(i32, i32, DateTime<Utc>)>, sqlx::Error> {
     let queue = tx.queues_embeddings();
-    let appended: Option<(i32, i32, DateTime<Utc>)> = sqlx::query_as(
+    struct Appended {
+        seq: i32,
+        summary_message_count: i32,
+        created_at: DateTime<Utc>,
+    }
+    let appended = sqlx::query_as!(
+        Appended,
         "WITH t AS (
              UPDATE tasks SET message_count = message_count + 1, updated_at = now()
              WHERE id = $1
@@ -82,14 +91,15 @@ pub async fn append_message(
              WHERE $5 AND btrim($3) <> ''
          )
          SELECT m.seq, t.summary_message_count, m.created_at FROM m, t",
+        task_id,
+        role.as_str(),
+        content,
+        msg_type.as_str(),
+        queue
     )
-    .bind(task_id)
-    .bind(role.as_str())
-    .bind(content)
-    .bind(msg_type.as_str())
-    .bind(queue)
     .fetch_optional(&mut *tx)
-    .await?;
+    .await?
+    .map(|a| (a.seq, a.summary_message_count, a.created_at));
     // Every so many messages the digest's state takes in the latest, so that a digest never
     // reads more than that many.
     if let Some((seq, _, _)) = appended
@@ -100,7 +110,6 @@ pub async fn append_message(
     Ok(appended)
 }
 
-#[derive(FromRow)]
 struct MessageRow {
     seq: i32,
     role: String,
@@ -115,14 +124,15 @@ pub async fn messages(
     after: i32,
     limit: i64,
 ) -> Result<(Vec<Message>, bool), sqlx::Error> {
-    let rows: Vec<MessageRow> = sqlx::query_as(
+    let rows = sqlx::query_as!(
+        MessageRow,
         "SELECT seq, role, msg_type, content, created_at FROM task_messages
          WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        task_id,
+        after,
+        limit + 1
     )
-    .bind(task_id)
-    .bind(after)
-    .bind(limit + 1)
-    .fetch_all(tx)
+    .fetch_all(&mut *tx)
     .await?;
     let (rows, more) = crate::pagination::split(rows, limit);
     Ok((
@@ -146,13 +156,14 @@ pub async fn digest_messages(
     task_id: Uuid,
     after: i32,
 ) -> Result<Vec<digest::Message>, sqlx::Error> {
-    let rows: Vec<MessageRow> = sqlx::query_as(
+    let rows = sqlx::query_as!(
+        MessageRow,
         "SELECT seq, role, msg_type, content, created_at FROM task_messages
          WHERE task_id = $1 AND seq > $2 ORDER BY seq",
+        task_id,
+        after
     )
-    .bind(task_id)
-    .bind(after)
-    .fetch_all(tx)
+    .fetch_all(&mut *tx)
     .await?;
     Ok(rows
         .into_iter()
@@ -224,7 +235,6 @@ pub async fn append_events(
     })
 }
 
-#[derive(FromRow)]
 struct EventRow {
     seq: i64,
     ts: DateTime<Utc>,
@@ -246,7 +256,8 @@ pub async fn events(
     after: i64,
     limit: i64,
 ) -> Result<(Vec<Event>, bool), sqlx::Error> {
-    let rows: Vec<EventRow> = sqlx::query_as(
+    let rows = sqlx::query_as!(
+        EventRow,
         "SELECT seq, ts, stage, sub_task_id, step_narrative, tool_name, status, input_payload,
                 result_data, error_info, duration_ms
          FROM task_events
@@ -255,14 +266,14 @@ pub async fn events(
            AND ($4::text IS NULL OR tool_name = $4)
            AND ($5::text IS NULL OR sub_task_id = $5)
          ORDER BY seq LIMIT $6",
+        task_id,
+        after,
+        query.status.as_deref(),
+        query.tool_name.as_deref(),
+        query.sub_task_id.as_deref(),
+        limit + 1
     )
-    .bind(task_id)
-    .bind(after)
-    .bind(&query.status)
-    .bind(&query.tool_name)
-    .bind(&query.sub_task_id)
-    .bind(limit + 1)
-    .fetch_all(tx)
+    .fetch_all(&mut *tx)
     .await?;
     let (rows, more) = crate::pagination::split(rows, limit);
     Ok((
@@ -291,7 +302,12 @@ pub async fn append_snapshot(
     snapshot: &NewSnapshot,
 ) -> Result<Option<Snapshot>, sqlx::Error> {
     let queue = tx.queues_embeddings();
-    let row: Option<(i32, DateTime<Utc>)> = sqlx::query_as(
+    struct Appended {
+        seq: i32,
+        ts: DateTime<Utc>,
+    }
+    let row = sqlx::query_as!(
+        Appended,
         "WITH t AS (
              UPDATE tasks SET snapshot_count = snapshot_count + 1, updated_at = now()
              WHERE id = $1
@@ -307,16 +323,16 @@ pub async fn append_snapshot(
              SELECT tenant_id, user_id, 'task', $1, 'snapshot', seq FROM s WHERE $6
          )
          SELECT seq, ts FROM s",
+        task_id,
+        snapshot.label,
+        snapshot.content,
+        snapshot.is_summarized,
+        snapshot.timestamp,
+        queue
     )
-    .bind(task_id)
-    .bind(&snapshot.label)
-    .bind(&snapshot.content)
-    .bind(snapshot.is_summarized)
-    .bind(snapshot.timestamp)
-    .bind(queue)
-    .fetch_optional(tx)
+    .fetch_optional(&mut *tx)
     .await?;
-    Ok(row.map(|(seq, timestamp)| Snapshot {
+    Ok(row.map(|Appended { seq, ts: timestamp }| Snapshot {
         seq,
         label: snapshot.label.clone(),
         content: snapshot.content.clone(),
@@ -334,15 +350,15 @@ pub async fn queue_task_items(
     source: &str,
     seqs: &[i64],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
          SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 'task', $1, $2, s
          FROM unnest($3::int8[]) AS s",
+        task_id,
+        source,
+        seqs
     )
-    .bind(task_id)
-    .bind(source)
-    .bind(seqs)
-    .execute(tx)
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }
@@ -353,16 +369,19 @@ pub async fn queue_task_history(tx: &mut Scoped, task_id: Uuid) -> Result<(), sq
     if !tx.queues_embeddings() {
         return Ok(());
     }
-    sqlx::query(&format!(
+    // Runtime: the list of task items is the indexer's constant (one definition for the indexer
+    // and for this), which a checked statement cannot splice in.
+    let mut insert = QueryBuilder::<Postgres>::new(
         "INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
          SELECT i.tenant_id, i.user_id, 'task', i.task_id, i.source, i.seq
-         FROM ({}) i
-         WHERE i.task_id = $1 AND i.source <> 'step'",
-        crate::search::indexer::TASK_ITEMS
-    ))
-    .bind(task_id)
-    .execute(tx)
-    .await?;
+         FROM (",
+    );
+    insert
+        .push(crate::search::indexer::TASK_ITEMS)
+        .push(") i WHERE i.task_id = ")
+        .push_bind(task_id)
+        .push(" AND i.source <> 'step'");
+    insert.build().execute(tx).await?;
     Ok(())
 }
 
@@ -372,24 +391,32 @@ pub async fn snapshots(
     after: i32,
     limit: i64,
 ) -> Result<(Vec<Snapshot>, bool), sqlx::Error> {
-    let rows: Vec<(i32, String, String, bool, DateTime<Utc>)> = sqlx::query_as(
+    struct SnapshotRow {
+        seq: i32,
+        label: String,
+        content: String,
+        is_summarized: bool,
+        ts: DateTime<Utc>,
+    }
+    let rows = sqlx::query_as!(
+        SnapshotRow,
         "SELECT seq, label, content, is_summarized, ts FROM task_snapshots
          WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        task_id,
+        after,
+        limit + 1
     )
-    .bind(task_id)
-    .bind(after)
-    .bind(limit + 1)
-    .fetch_all(tx)
+    .fetch_all(&mut *tx)
     .await?;
     let (rows, more) = crate::pagination::split(rows, limit);
     Ok((
         rows.into_iter()
-            .map(|(seq, label, content, is_summarized, timestamp)| Snapshot {
-                seq,
-                label,
-                content,
-                is_summarized,
-                timestamp,
+            .map(|r| Snapshot {
+                seq: r.seq,
+                label: r.label,
+                content: r.content,
+                is_summarized: r.is_summarized,
+                timestamp: r.ts,
             })
             .collect(),
         more,

@@ -12,7 +12,6 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::FromRow;
 use uuid::Uuid;
 
 use super::lifecycle::{Phase, Stamps, Status};
@@ -29,13 +28,8 @@ pub(crate) use actions::{ACTION_COLUMNS, ActionRow};
 pub use history::*;
 pub use plans::*;
 
-const TASK_COLUMNS: &str = "id, name, original_user_task, status, phase, metadata, final_answer, \
-    error_summary, running_summary, summary_message_count, summary_updated_at, plan_version, \
-    event_count, message_count, snapshot_count, created_at, plan_generated_at, \
-    execution_started_at, synthesis_started_at, completed_at, updated_at, archived_at";
-
-/// A task row as stored.
-#[derive(Debug, Clone, FromRow)]
+/// A task row as stored (every statement returning it names each of these columns).
+#[derive(Debug, Clone)]
 pub struct TaskRow {
     pub id: Uuid,
     pub name: String,
@@ -111,36 +105,80 @@ pub async fn insert_task(
     original_user_task: Option<&str>,
     metadata: &Value,
 ) -> Result<TaskRow, sqlx::Error> {
-    sqlx::query_as(&format!(
+    sqlx::query_as!(
+        TaskRow,
         "INSERT INTO tasks (tenant_id, user_id, id, name, original_user_task, metadata)
          VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4)
-         RETURNING {TASK_COLUMNS}"
-    ))
-    .bind(id)
-    .bind(name)
-    .bind(original_user_task)
-    .bind(metadata)
-    .fetch_one(tx)
+         RETURNING id, name, original_user_task, status, phase, metadata, final_answer,
+                   error_summary, running_summary, summary_message_count, summary_updated_at,
+                   plan_version, event_count, message_count, snapshot_count, created_at,
+                   plan_generated_at, execution_started_at, synthesis_started_at, completed_at,
+                   updated_at, archived_at",
+        id,
+        name,
+        original_user_task,
+        metadata
+    )
+    .fetch_one(&mut *tx)
     .await
 }
 
 pub async fn get_task(tx: &mut Scoped, id: Uuid) -> ApiResult<TaskRow> {
-    sqlx::query_as(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(tx)
-        .await?
-        .ok_or_else(|| task_not_found(id))
+    sqlx::query_as!(
+        TaskRow,
+        "SELECT id, name, original_user_task, status, phase, metadata, final_answer,
+                   error_summary, running_summary, summary_message_count, summary_updated_at,
+                   plan_version, event_count, message_count, snapshot_count, created_at,
+                   plan_generated_at, execution_started_at, synthesis_started_at, completed_at,
+                   updated_at, archived_at
+         FROM tasks WHERE id = $1",
+        id
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| task_not_found(id))
 }
 
 /// The task, locked until the transaction ends (state-machine checks read, then write).
 pub async fn lock_task(tx: &mut Scoped, id: Uuid) -> ApiResult<TaskRow> {
-    sqlx::query_as(&format!(
-        "SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1 FOR UPDATE"
-    ))
-    .bind(id)
-    .fetch_optional(tx)
+    sqlx::query_as!(
+        TaskRow,
+        "SELECT id, name, original_user_task, status, phase, metadata, final_answer,
+                   error_summary, running_summary, summary_message_count, summary_updated_at,
+                   plan_version, event_count, message_count, snapshot_count, created_at,
+                   plan_generated_at, execution_started_at, synthesis_started_at, completed_at,
+                   updated_at, archived_at
+         FROM tasks WHERE id = $1 FOR UPDATE",
+        id
+    )
+    .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| task_not_found(id))
+}
+
+/// Deletes a task and everything under it (every table under a task references it with
+/// `ON DELETE CASCADE`). 404 when the caller has no such task.
+pub async fn delete_task(tx: &mut Scoped, id: Uuid) -> ApiResult<()> {
+    let deleted = sqlx::query!(
+        "DELETE FROM tasks
+         WHERE tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')
+           AND id = $1",
+        id
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if deleted == 0 {
+        return Err(task_not_found(id));
+    }
+    Ok(())
+}
+
+/// The transaction's clock: `now()`, the time its statements stamp on the rows they write.
+pub async fn now(tx: &mut Scoped) -> Result<DateTime<Utc>, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT now() AS "now!""#)
+        .fetch_one(&mut *tx)
+        .await
 }
 
 /// A change to a task row; `None` fields stay as they are.
@@ -173,7 +211,8 @@ impl TaskWrite {
 }
 
 pub async fn save_task(tx: &mut Scoped, id: Uuid, write: &TaskWrite) -> ApiResult<TaskRow> {
-    sqlx::query_as(&format!(
+    sqlx::query_as!(
+        TaskRow,
         "UPDATE tasks SET
              name = coalesce($2, name),
              phase = $3,
@@ -188,21 +227,25 @@ pub async fn save_task(tx: &mut Scoped, id: Uuid, write: &TaskWrite) -> ApiResul
              plan_version = coalesce($12, plan_version),
              updated_at = now()
          WHERE id = $1
-         RETURNING {TASK_COLUMNS}"
-    ))
-    .bind(id)
-    .bind(&write.name)
-    .bind(write.phase.as_str())
-    .bind(write.status.as_str())
-    .bind(write.stamps.plan_generated)
-    .bind(write.stamps.execution_started)
-    .bind(write.stamps.synthesis_started)
-    .bind(write.stamps.completed)
-    .bind(&write.final_answer)
-    .bind(&write.error_summary)
-    .bind(&write.metadata)
-    .bind(write.plan_version)
-    .fetch_optional(tx)
+         RETURNING id, name, original_user_task, status, phase, metadata, final_answer,
+                   error_summary, running_summary, summary_message_count, summary_updated_at,
+                   plan_version, event_count, message_count, snapshot_count, created_at,
+                   plan_generated_at, execution_started_at, synthesis_started_at, completed_at,
+                   updated_at, archived_at",
+        id,
+        write.name.as_deref(),
+        write.phase.as_str(),
+        write.status.as_str(),
+        write.stamps.plan_generated,
+        write.stamps.execution_started,
+        write.stamps.synthesis_started,
+        write.stamps.completed,
+        write.final_answer.as_deref(),
+        write.error_summary.as_ref(),
+        write.metadata.as_ref(),
+        write.plan_version
+    )
+    .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| task_not_found(id))
 }
@@ -215,20 +258,26 @@ pub async fn list_tasks(
     before: Option<Uuid>,
     limit: i64,
 ) -> Result<(Vec<Task>, bool), sqlx::Error> {
-    let rows: Vec<TaskRow> = sqlx::query_as(&format!(
-        "SELECT {TASK_COLUMNS} FROM tasks
+    let rows = sqlx::query_as!(
+        TaskRow,
+        "SELECT id, name, original_user_task, status, phase, metadata, final_answer,
+                   error_summary, running_summary, summary_message_count, summary_updated_at,
+                   plan_version, event_count, message_count, snapshot_count, created_at,
+                   plan_generated_at, execution_started_at, synthesis_started_at, completed_at,
+                   updated_at, archived_at
+         FROM tasks
          WHERE ($1::text IS NULL OR status = $1)
            AND ($2::text IS NULL OR phase = $2)
            AND ($3::uuid IS NULL OR id < $3)
            AND ($5 OR archived_at IS NULL)
-         ORDER BY id DESC LIMIT $4"
-    ))
-    .bind(status.map(Status::as_str))
-    .bind(phase.map(Phase::as_str))
-    .bind(before)
-    .bind(limit + 1)
-    .bind(include_archived)
-    .fetch_all(tx)
+         ORDER BY id DESC LIMIT $4",
+        status.map(Status::as_str),
+        phase.map(Phase::as_str),
+        before,
+        limit + 1,
+        include_archived
+    )
+    .fetch_all(&mut *tx)
     .await?;
     let (rows, more) = crate::pagination::split(rows, limit);
     Ok((rows.iter().map(TaskRow::to_task).collect(), more))
@@ -241,15 +290,15 @@ pub async fn set_running_summary(
     summary: &str,
     covers: i32,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE tasks SET running_summary = $2, summary_message_count = $3,
                 summary_updated_at = now()
          WHERE id = $1 AND summary_message_count < $3",
+        task_id,
+        summary,
+        covers
     )
-    .bind(task_id)
-    .bind(summary)
-    .bind(covers)
-    .execute(tx)
+    .execute(&mut *tx)
     .await?;
     Ok(done.rows_affected() == 1)
 }

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::{FromRow, Postgres, QueryBuilder};
+use sqlx::{Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::*;
@@ -10,7 +10,7 @@ use crate::db::Scoped;
 use crate::tasks::plan::{Previous, Step};
 
 /// A previous item's state carried over by a replan.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct ItemState {
     pub status: String,
     pub started_at: Option<DateTime<Utc>>,
@@ -23,27 +23,34 @@ pub async fn previous_items(
     task_id: Uuid,
     version: i32,
 ) -> Result<Vec<Previous<ItemState>>, sqlx::Error> {
-    #[derive(FromRow)]
     struct Row {
         ordinal: i32,
         title: String,
-        #[sqlx(flatten)]
-        state: ItemState,
+        status: String,
+        started_at: Option<DateTime<Utc>>,
+        completed_at: Option<DateTime<Utc>>,
+        duration_seconds: Option<f64>,
     }
-    let rows: Vec<Row> = sqlx::query_as(
+    let rows = sqlx::query_as!(
+        Row,
         "SELECT ordinal, title, status, started_at, completed_at, duration_seconds
          FROM task_plan_items WHERE task_id = $1 AND version = $2 ORDER BY ordinal",
+        task_id,
+        version
     )
-    .bind(task_id)
-    .bind(version)
-    .fetch_all(tx)
+    .fetch_all(&mut *tx)
     .await?;
     Ok(rows
         .into_iter()
         .map(|r| Previous {
             ordinal: r.ordinal,
             title: r.title,
-            state: r.state,
+            state: ItemState {
+                status: r.status,
+                started_at: r.started_at,
+                completed_at: r.completed_at,
+                duration_seconds: r.duration_seconds,
+            },
         })
         .collect())
 }
@@ -59,14 +66,14 @@ pub async fn insert_plan(
     steps: &[Step],
     carried: &[Option<&Previous<ItemState>>],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO task_plans (tenant_id, user_id, task_id, version, plan, reason)
          VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4)",
+        task_id,
+        version,
+        plan,
+        reason
     )
-    .bind(task_id)
-    .bind(version)
-    .bind(plan)
-    .bind(reason)
     .execute(&mut *tx)
     .await?;
     let mut insert = QueryBuilder::<Postgres>::new(
@@ -97,7 +104,6 @@ pub async fn insert_plan(
     Ok(())
 }
 
-#[derive(FromRow)]
 struct ItemRow {
     id: Uuid,
     ordinal: i32,
@@ -112,9 +118,6 @@ struct ItemRow {
     duration_seconds: Option<f64>,
     rebased_from: Option<i32>,
 }
-
-const ITEM_COLUMNS: &str = "id, ordinal, stage, title, tool, input, narrative, status, started_at, \
-    completed_at, duration_seconds, rebased_from";
 
 impl From<ItemRow> for PlanItem {
     fn from(r: ItemRow) -> Self {
@@ -140,13 +143,16 @@ pub async fn plan_items(
     task_id: Uuid,
     version: i32,
 ) -> Result<Vec<PlanItem>, sqlx::Error> {
-    let rows: Vec<ItemRow> = sqlx::query_as(&format!(
-        "SELECT {ITEM_COLUMNS} FROM task_plan_items WHERE task_id = $1 AND version = $2
-         ORDER BY ordinal"
-    ))
-    .bind(task_id)
-    .bind(version)
-    .fetch_all(tx)
+    let rows = sqlx::query_as!(
+        ItemRow,
+        "SELECT id, ordinal, stage, title, tool, input, narrative, status, started_at,
+                   completed_at, duration_seconds, rebased_from
+         FROM task_plan_items WHERE task_id = $1 AND version = $2
+         ORDER BY ordinal",
+        task_id,
+        version
+    )
+    .fetch_all(&mut *tx)
     .await?;
     Ok(rows.into_iter().map(PlanItem::from).collect())
 }
@@ -156,14 +162,25 @@ pub async fn plan(
     task_id: Uuid,
     version: i32,
 ) -> Result<Option<Plan>, sqlx::Error> {
-    let head: Option<(Option<String>, DateTime<Utc>, Value)> = sqlx::query_as(
+    struct Head {
+        reason: Option<String>,
+        created_at: DateTime<Utc>,
+        plan: Value,
+    }
+    let head = sqlx::query_as!(
+        Head,
         "SELECT reason, created_at, plan FROM task_plans WHERE task_id = $1 AND version = $2",
+        task_id,
+        version
     )
-    .bind(task_id)
-    .bind(version)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((reason, created_at, plan)) = head else {
+    let Some(Head {
+        reason,
+        created_at,
+        plan,
+    }) = head
+    else {
         return Ok(None);
     };
     Ok(Some(Plan {
@@ -180,23 +197,31 @@ pub async fn plan_versions(
     task_id: Uuid,
     active: i32,
 ) -> Result<Vec<PlanVersion>, sqlx::Error> {
-    let rows: Vec<(i32, Option<String>, DateTime<Utc>, i64)> = sqlx::query_as(
-        "SELECT p.version, p.reason, p.created_at,
+    struct VersionRow {
+        version: i32,
+        reason: Option<String>,
+        created_at: DateTime<Utc>,
+        steps: i64,
+    }
+    // A scalar `count(*)` subquery always yields a number.
+    let rows = sqlx::query_as!(
+        VersionRow,
+        r#"SELECT p.version, p.reason, p.created_at,
                 (SELECT count(*) FROM task_plan_items i
-                 WHERE i.task_id = p.task_id AND i.version = p.version)
-         FROM task_plans p WHERE p.task_id = $1 ORDER BY p.version",
+                 WHERE i.task_id = p.task_id AND i.version = p.version) AS "steps!"
+         FROM task_plans p WHERE p.task_id = $1 ORDER BY p.version"#,
+        task_id
     )
-    .bind(task_id)
-    .fetch_all(tx)
+    .fetch_all(&mut *tx)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(version, reason, created_at, steps)| PlanVersion {
-            version,
-            reason,
-            created_at,
-            steps,
-            active: version == active,
+        .map(|r| PlanVersion {
+            version: r.version,
+            reason: r.reason,
+            created_at: r.created_at,
+            steps: r.steps,
+            active: r.version == active,
         })
         .collect())
 }
@@ -210,7 +235,8 @@ pub async fn set_item_status(
     status: ItemStatus,
 ) -> Result<Option<PlanItem>, sqlx::Error> {
     // An unchanged status keeps its timestamps, so repeating a PATCH is harmless.
-    let row: Option<ItemRow> = sqlx::query_as(&format!(
+    let row = sqlx::query_as!(
+        ItemRow,
         "UPDATE task_plan_items SET
              status = $4,
              started_at = CASE WHEN status = $4 THEN started_at
@@ -224,13 +250,14 @@ pub async fn set_item_status(
                                      WHEN $4 IN ('pending', 'active') THEN NULL
                                      ELSE extract(epoch FROM now() - started_at)::float8 END
          WHERE task_id = $1 AND version = $2 AND ordinal = $3
-         RETURNING {ITEM_COLUMNS}"
-    ))
-    .bind(task_id)
-    .bind(version)
-    .bind(ordinal)
-    .bind(status.as_str())
-    .fetch_optional(tx)
+         RETURNING id, ordinal, stage, title, tool, input, narrative, status, started_at,
+                   completed_at, duration_seconds, rebased_from",
+        task_id,
+        version,
+        ordinal,
+        status.as_str()
+    )
+    .fetch_optional(&mut *tx)
     .await?;
     Ok(row.map(PlanItem::from))
 }
@@ -242,15 +269,22 @@ pub async fn failing_item(
     task_id: Uuid,
     version: i32,
 ) -> Result<Option<(i32, Option<i32>, String)>, sqlx::Error> {
-    sqlx::query_as(
+    struct Failing {
+        ordinal: i32,
+        stage: Option<i32>,
+        title: String,
+    }
+    let row = sqlx::query_as!(
+        Failing,
         "SELECT ordinal, stage, title FROM task_plan_items
          WHERE task_id = $1 AND version = $2 AND status IN ('failed', 'active')
          ORDER BY status = 'failed' DESC, ordinal LIMIT 1",
+        task_id,
+        version
     )
-    .bind(task_id)
-    .bind(version)
-    .fetch_optional(tx)
-    .await
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(row.map(|r| (r.ordinal, r.stage, r.title)))
 }
 
 /// Counts of the active plan's items by status.
@@ -259,16 +293,21 @@ pub async fn item_counts(
     task_id: Uuid,
     version: i32,
 ) -> Result<Counts, sqlx::Error> {
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT status, count(*) FROM task_plan_items WHERE task_id = $1 AND version = $2
-         GROUP BY status",
+    struct StatusCount {
+        status: String,
+        n: i64,
+    }
+    let rows = sqlx::query_as!(
+        StatusCount,
+        r#"SELECT status, count(*) AS "n!" FROM task_plan_items WHERE task_id = $1 AND version = $2
+         GROUP BY status"#,
+        task_id,
+        version
     )
-    .bind(task_id)
-    .bind(version)
-    .fetch_all(tx)
+    .fetch_all(&mut *tx)
     .await?;
     let mut counts = Counts::default();
-    for (status, n) in rows {
+    for StatusCount { status, n } in rows {
         counts.items += n;
         match ItemStatus::parse(&status) {
             Some(ItemStatus::Pending) => counts.pending = n,
