@@ -40,14 +40,21 @@ pub struct Me {
 )]
 pub async fn me(State(state): State<AppState>, principal: Principal) -> ApiResult<axum::Json<Me>> {
     let mut tx = state.db.scoped(&principal).await?;
-    let (tenant_id, user_id): (String, String) =
-        sqlx::query_as("SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user')")
-            .fetch_one(&mut tx)
-            .await?;
+    struct CallerRow {
+        tenant_id: String,
+        user_id: String,
+    }
+    let who = sqlx::query_as!(
+        CallerRow,
+        r#"SELECT current_setting('mnemo.tenant') AS "tenant_id!",
+                  current_setting('mnemo.user') AS "user_id!""#
+    )
+    .fetch_one(&mut tx)
+    .await?;
     tx.commit().await?;
     Ok(axum::Json(Me {
-        tenant_id,
-        user_id,
+        tenant_id: who.tenant_id,
+        user_id: who.user_id,
         scopes: principal.scopes,
     }))
 }

@@ -389,6 +389,8 @@ async fn note_sections(
     agent: Option<&str>,
     limit: u32,
 ) -> ApiResult<Vec<RecallHit>> {
+    // Not a macro: the macros describe a statement by planning it with NULL parameters, and that
+    // plan evaluates `current_setting('mnemo.tenant')`, which is undefined where they connect.
     let rows = sqlx::query_as::<_, NotesRow>(
         "SELECT agent_name, notes FROM agent_long_term_memory
          WHERE tenant_id = current_setting('mnemo.tenant')
@@ -418,6 +420,7 @@ async fn note_sections(
         return Ok(Vec::new());
     }
     let texts: Vec<&str> = pieces.iter().map(|p| p.2.as_str()).collect();
+    // Not a macro: it is assembled from the query CTE and the ranking every search shares.
     let ranking = idf_ranking("ord", "SELECT cardinality($3::text[])");
     let sql = format!(
         "WITH {QUERY_CTE}, hits AS MATERIALIZED (

@@ -106,6 +106,13 @@ struct Scored {
 }
 
 #[derive(sqlx::FromRow)]
+struct Neighbours {
+    seq: i64,
+    previous: Option<i64>,
+    next: Option<i64>,
+}
+
+#[derive(sqlx::FromRow)]
 struct Shown {
     session_id: String,
     message_id: String,
@@ -172,6 +179,8 @@ async fn keyword_candidates(
     let Some(bounded) = bounded_terms(&terms) else {
         return exact_keyword_candidates(conn, text, filters).await;
     };
+    // Not a macro: it begins with the query CTE every search shares, and its plan evaluates
+    // `current_setting('mnemo.tenant')` (see `neighbours`).
     let sql = format!(
         "WITH {QUERY_CTE}, terms AS (
              SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
@@ -248,6 +257,8 @@ async fn exact_keyword_candidates(
          WHERE c.tenant_id = current_setting('mnemo.tenant')
            AND c.user_id = current_setting('mnemo.user')",
     );
+    // Not a macro: it is assembled from the ranking every search shares, and its plan evaluates
+    // `current_setting('mnemo.tenant')` (see `neighbours`).
     let sql = format!(
         "WITH {QUERY_CTE}, {MESSAGES}, hits AS MATERIALIZED (
              SELECT msg.seq, msg.tsv FROM msg, q
@@ -271,6 +282,7 @@ async fn vector_candidates(
     filters: &Filters,
     only: Option<&[i64]>,
 ) -> ApiResult<Vec<Scored>> {
+    // Not a macro: it binds and compares pgvector's `vector`, which sqlx's macros do not know.
     let dims = vector.values.len();
     // The dimension is the embedder's (see the memory search); it names the HNSW index.
     let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
@@ -356,18 +368,20 @@ async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, [
     if seqs.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows: Vec<(i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+    // Not a macro: the macros describe a statement by planning it with NULL parameters, and that
+    // plan evaluates `current_setting('mnemo.tenant')`, which is undefined where they connect.
+    let rows: Vec<Neighbours> = sqlx::query_as(
         "SELECT m.seq,
                 (SELECT p.seq FROM conversation_messages p
                  WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
                    AND p.session_id = m.session_id AND p.sender IN ('user', 'ai')
                    AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
-                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1),
+                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1) AS previous,
                 (SELECT n.seq FROM conversation_messages n
                  WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
                    AND n.session_id = m.session_id AND n.sender IN ('user', 'ai')
                    AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
-                 ORDER BY n.sent_at, n.seq LIMIT 1)
+                 ORDER BY n.sent_at, n.seq LIMIT 1) AS next
          FROM conversation_messages m
          WHERE m.tenant_id = current_setting('mnemo.tenant')
            AND m.user_id = current_setting('mnemo.user')
@@ -378,7 +392,7 @@ async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, [
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(seq, prev, next)| (seq, [prev, next]))
+        .map(|r| (r.seq, [r.previous, r.next]))
         .collect())
 }
 
@@ -434,6 +448,7 @@ pub async fn search_messages(
 
     let seqs: Vec<i64> = ranked.iter().map(|r| r.id).collect();
     let highlight: Vec<bool> = ranked.iter().map(|r| r.keyword.is_some()).collect();
+    // Not a macro, for the reason given in `neighbours`.
     let shown = sqlx::query_as::<_, Shown>(
         "WITH q AS (SELECT websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS q)
          SELECT m.session_id, m.message_id, m.sender, m.sent_at, s.agent_name,

@@ -9,20 +9,14 @@ use super::batch::{Batch, NewMessage};
 use super::model::{Order, Session, StoredMessage};
 use crate::db::Scoped;
 
-/// The archive of one batch, in one statement: the session is created on first sight (or its
-/// activity time and version bumped); the messages go in with one multi-row
-/// `INSERT ... ON CONFLICT DO NOTHING`; a stored message sent with other content is updated in
-/// place (keeping its `seq` and time) unless the stored state is newer (see
-/// [`super::model::IncomingMessage::edited_at`]); deletions delete (their vectors go by cascade);
-/// and the batch is recorded in `recent_conversation_history`. The update and the delete test the
-/// stored row itself, so a concurrent archive of the same message is re-checked, not overwritten
-/// blindly.
-///
-/// With an embedder, new and updated messages are queued for the indexer (which replaces a
-/// message's vectors, and drops them when it has no text left), and so is the message after each
-/// updated or deleted one: its context vector was made with the old text.
-pub const ARCHIVE_SQL: &str = "\
-WITH session AS (
+/// Expands to `$then!("...")` with the text of [`ARCHIVE_SQL`]. sqlx's macros take a string
+/// literal only, not a constant, so the checked query in [`archive`] and the constant (which the
+/// benchmark's `EXPLAIN` reads) are both made from this one literal. The other statements of this
+/// module that have a public text are written the same way.
+macro_rules! archive_sql {
+    ($then:ident) => {
+        $then!(
+            r#"WITH session AS (
     INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name)
     VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2)
     ON CONFLICT (tenant_id, user_id, session_id)
@@ -92,11 +86,28 @@ WITH session AS (
            $12, n.new, $12 - n.new - n.updated - n.deleted, n.updated, n.deleted
     FROM counts n
 )
-SELECT (SELECT version FROM session) AS version,
-       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM inserted), '{}') AS new_ids,
-       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM updated), '{}') AS updated_ids,
-       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM removed), '{}') AS deleted_ids,
-       (SELECT max(archived_at) FROM inserted) AS archived_at";
+SELECT (SELECT version FROM session) AS "version!",
+       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM inserted), '{}') AS "new_ids!",
+       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM updated), '{}') AS "updated_ids!",
+       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM removed), '{}') AS "deleted_ids!",
+       (SELECT max(archived_at) FROM inserted) AS archived_at"#
+        )
+    };
+}
+
+/// The archive of one batch, in one statement: the session is created on first sight (or its
+/// activity time and version bumped); the messages go in with one multi-row
+/// `INSERT ... ON CONFLICT DO NOTHING`; a stored message sent with other content is updated in
+/// place (keeping its `seq` and time) unless the stored state is newer (see
+/// [`super::model::IncomingMessage::edited_at`]); deletions delete (their vectors go by cascade);
+/// and the batch is recorded in `recent_conversation_history`. The update and the delete test the
+/// stored row itself, so a concurrent archive of the same message is re-checked, not overwritten
+/// blindly.
+///
+/// With an embedder, new and updated messages are queued for the indexer (which replaces a
+/// message's vectors, and drops them when it has no text left), and so is the message after each
+/// updated or deleted one: its context vector was made with the old text.
+pub const ARCHIVE_SQL: &str = archive_sql!(concat);
 
 /// What an archive did.
 #[derive(Debug, Clone)]
@@ -129,13 +140,15 @@ impl Archived {
     }
 }
 
-type ArchiveRow = (
-    i64,
-    Vec<String>,
-    Vec<String>,
-    Vec<String>,
-    Option<DateTime<Utc>>,
-);
+/// The answer of [`ARCHIVE_SQL`].
+struct ArchiveRow {
+    version: i64,
+    new_ids: Vec<String>,
+    updated_ids: Vec<String>,
+    deleted_ids: Vec<String>,
+    /// `None` when the batch stored no message.
+    archived_at: Option<DateTime<Utc>>,
+}
 
 /// Archives `batch` into `session_id` (see [`ARCHIVE_SQL`]).
 pub async fn archive(
@@ -159,26 +172,39 @@ pub async fn archive(
     let span = batch.span();
     let received = i32::try_from(batch.received()).unwrap_or(i32::MAX);
     let batch_id = Uuid::now_v7();
-    let (version, new_ids, updated_ids, deleted_ids, archived_at): ArchiveRow =
-        sqlx::query_as(ARCHIVE_SQL)
-            .bind(session_id)
-            .bind(agent)
-            .bind(&ids)
-            .bind(&senders)
-            .bind(&texts)
-            .bind(&times)
-            .bind(&calls)
-            .bind(&call_ids)
-            .bind(batch_id)
-            .bind(span.map(|s| s.0))
-            .bind(span.map(|s| s.1))
-            .bind(received)
-            .bind(embed)
-            .bind(&edited)
-            .bind(&gone_ids)
-            .bind(&gone_edited)
-            .fetch_one(&mut *conn)
-            .await?;
+    macro_rules! archive {
+        ($sql:literal) => {
+            sqlx::query_as!(
+                ArchiveRow,
+                $sql,
+                session_id,
+                agent,
+                // The macro expects arrays of owned, non-null elements (`&[String]` and the
+                // like); `as` states these arrays' own types, which encode the same.
+                &ids as &[&str],
+                &senders as &[&str],
+                &texts as &[&str],
+                &times,
+                &calls as &[Option<Value>],
+                &call_ids as &[Option<&str>],
+                batch_id,
+                span.map(|s| s.0),
+                span.map(|s| s.1),
+                received,
+                embed,
+                &edited as &[Option<DateTime<Utc>>],
+                &gone_ids as &[&str],
+                &gone_edited as &[Option<DateTime<Utc>>]
+            )
+        };
+    }
+    let ArchiveRow {
+        version,
+        new_ids,
+        updated_ids,
+        deleted_ids,
+        archived_at,
+    } = archive_sql!(archive).fetch_one(&mut *conn).await?;
     if !embed {
         forget_vectors(conn, session_id, &updated_ids).await?;
     }
@@ -206,15 +232,18 @@ async fn forget_vectors(
     if message_ids.is_empty() {
         return Ok(());
     }
-    let exists: bool = sqlx::query_scalar("SELECT to_regclass('message_vectors') IS NOT NULL")
-        .fetch_one(&mut *conn)
-        .await?;
-    if exists {
-        sqlx::query("DELETE FROM message_vectors WHERE session_id = $1 AND message_id = ANY($2)")
-            .bind(session_id)
-            .bind(message_ids)
-            .execute(&mut *conn)
+    let exists =
+        sqlx::query_scalar!(r#"SELECT to_regclass('message_vectors') IS NOT NULL AS "exists!""#)
+            .fetch_one(&mut *conn)
             .await?;
+    if exists {
+        sqlx::query!(
+            "DELETE FROM message_vectors WHERE session_id = $1 AND message_id = ANY($2)",
+            session_id,
+            message_ids
+        )
+        .execute(&mut *conn)
+        .await?;
     }
     Ok(())
 }
@@ -245,10 +274,12 @@ impl WindowMessage {
     }
 }
 
-/// The short-term window read: the session's version, and (only when it differs from `cached`)
-/// its last `limit` unexpired messages, newest first. One round trip.
-pub const WINDOW_SQL: &str = "\
-SELECT s.version, m.message_id, m.sender, m.text, m.sent_at, m.archived_at, m.tool_calls,
+/// Expands to `$then!("...")` with the text of [`WINDOW_SQL`] (see [`ARCHIVE_SQL`]).
+macro_rules! window_sql {
+    ($then:ident) => {
+        $then!(
+            r#"SELECT s.version, m.message_id AS "message_id?", m.sender AS "sender?",
+       m.text AS "text?", m.sent_at AS "sent_at?", m.archived_at AS "archived_at?", m.tool_calls,
        m.tool_call_id
 FROM agent_sessions s
 LEFT JOIN LATERAL (
@@ -261,18 +292,27 @@ LEFT JOIN LATERAL (
     LIMIT $2
 ) m ON s.version IS DISTINCT FROM $4::bigint
 WHERE s.session_id = $1
-ORDER BY m.sent_at, m.seq";
+ORDER BY m.sent_at, m.seq"#
+        )
+    };
+}
 
-type WindowRow = (
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<DateTime<Utc>>,
-    Option<DateTime<Utc>>,
-    Option<Value>,
-    Option<String>,
-);
+/// The short-term window read: the session's version, and (only when it differs from `cached`)
+/// its last `limit` unexpired messages, newest first. One round trip.
+pub const WINDOW_SQL: &str = window_sql!(concat);
+
+/// A row of [`WINDOW_SQL`]: the session's version, with a message, or with NULLs when the window
+/// is not read (or empty).
+struct WindowRow {
+    version: i64,
+    message_id: Option<String>,
+    sender: Option<String>,
+    text: Option<String>,
+    sent_at: Option<DateTime<Utc>>,
+    archived_at: Option<DateTime<Utc>>,
+    tool_calls: Option<Value>,
+    tool_call_id: Option<String>,
+}
 
 /// What [`window`] found.
 #[derive(Debug, Clone)]
@@ -292,17 +332,23 @@ pub async fn window(
     retention_days: Option<i32>,
     cached_version: Option<i64>,
 ) -> Result<WindowRead, sqlx::Error> {
-    let rows: Vec<WindowRow> = sqlx::query_as(WINDOW_SQL)
-        .bind(session_id)
-        .bind(limit)
-        .bind(retention_days)
-        .bind(cached_version)
-        .fetch_all(conn)
-        .await?;
+    macro_rules! window {
+        ($sql:literal) => {
+            sqlx::query_as!(
+                WindowRow,
+                $sql,
+                session_id,
+                limit,
+                retention_days,
+                cached_version
+            )
+        };
+    }
+    let rows = window_sql!(window).fetch_all(&mut *conn).await?;
     let Some(first) = rows.first() else {
         return Ok(WindowRead::NoSession);
     };
-    let version = first.0;
+    let version = first.version;
     if Some(version) == cached_version {
         return Ok(WindowRead::Unchanged);
     }
@@ -310,63 +356,65 @@ pub async fn window(
         .into_iter()
         .filter_map(|r| {
             Some(WindowMessage {
-                id: r.1?,
-                sender: r.2?,
-                text: r.3?,
-                sent_at: r.4?,
-                archived_at: r.5?,
-                tool_calls: r.6,
-                tool_call_id: r.7,
+                id: r.message_id?,
+                sender: r.sender?,
+                text: r.text?,
+                sent_at: r.sent_at?,
+                archived_at: r.archived_at?,
+                tool_calls: r.tool_calls,
+                tool_call_id: r.tool_call_id,
             })
         })
         .collect();
     Ok(WindowRead::Fresh(version, messages))
 }
 
-fn retention_clause(column: &str) -> String {
-    format!("($1::int IS NULL OR {column} >= now() - make_interval(days => $1::int))")
+/// A session as stored.
+struct SessionRow {
+    session_id: String,
+    agent_name: String,
+    created_at: DateTime<Utc>,
+    last_activity_at: DateTime<Utc>,
+    summary: Option<String>,
+    message_count: i32,
+    summary_message_count: i32,
+    summary_updated_at: Option<DateTime<Utc>>,
 }
 
-/// The columns of a [`Session`], in [`SessionRow`] order.
-const SESSION_COLUMNS: &str = "session_id, agent_name, created_at, last_activity_at, summary, \
-    message_count, summary_message_count, summary_updated_at";
-
-type SessionRow = (
-    String,
-    String,
-    DateTime<Utc>,
-    DateTime<Utc>,
-    Option<String>,
-    i32,
-    i32,
-    Option<DateTime<Utc>>,
-);
-
-fn to_session(r: SessionRow) -> Session {
-    Session {
-        session_id: r.0,
-        agent_id: r.1,
-        created_at: r.2,
-        last_activity_at: r.3,
-        summary: r.4,
-        message_count: r.5,
-        summary_message_count: r.6,
-        summary_updated_at: r.7,
+impl From<SessionRow> for Session {
+    fn from(r: SessionRow) -> Self {
+        Session {
+            session_id: r.session_id,
+            agent_id: r.agent_name,
+            created_at: r.created_at,
+            last_activity_at: r.last_activity_at,
+            summary: r.summary,
+            message_count: r.message_count,
+            summary_message_count: r.summary_message_count,
+            summary_updated_at: r.summary_updated_at,
+        }
     }
+}
+
+/// Expands to `$then!("...")` with the text of [`sessions_sql`] (see [`ARCHIVE_SQL`]).
+macro_rules! sessions_sql {
+    ($then:ident) => {
+        $then!(
+            "SELECT session_id, agent_name, created_at, last_activity_at, summary, message_count,
+                summary_message_count, summary_updated_at
+         FROM agent_sessions
+         WHERE ($1::int IS NULL OR last_activity_at >= now() - make_interval(days => $1::int))
+           AND ($2::text IS NULL OR agent_name = $2)
+           AND ($3::timestamptz IS NULL OR (last_activity_at, session_id) < ($3, $4))
+         ORDER BY last_activity_at DESC, session_id DESC
+         LIMIT $5"
+        )
+    };
 }
 
 /// The session list: `$1` retention days, `$2` agent, `$3`/`$4` the keyset cursor, `$5` limit.
 pub fn sessions_sql() -> String {
-    format!(
-        "SELECT {SESSION_COLUMNS}
-         FROM agent_sessions
-         WHERE {}
-           AND ($2::text IS NULL OR agent_name = $2)
-           AND ($3::timestamptz IS NULL OR (last_activity_at, session_id) < ($3, $4))
-         ORDER BY last_activity_at DESC, session_id DESC
-         LIMIT $5",
-        retention_clause("last_activity_at")
-    )
+    sessions_sql!(concat).to_owned()
 }
 
 /// Sessions, most recently active first; keyset cursor `(last_activity_at, session_id)`.
@@ -378,15 +426,13 @@ pub async fn sessions(
     limit: i64,
 ) -> Result<Vec<Session>, sqlx::Error> {
     let (at, id) = after.unzip();
-    let rows: Vec<SessionRow> = sqlx::query_as(&sessions_sql())
-        .bind(retention_days)
-        .bind(agent)
-        .bind(at)
-        .bind(id)
-        .bind(limit)
-        .fetch_all(conn)
-        .await?;
-    Ok(rows.into_iter().map(to_session).collect())
+    macro_rules! sessions {
+        ($sql:literal) => {
+            sqlx::query_as!(SessionRow, $sql, retention_days, agent, at, id, limit)
+        };
+    }
+    let rows = sessions_sql!(sessions).fetch_all(&mut *conn).await?;
+    Ok(rows.into_iter().map(Session::from).collect())
 }
 
 /// One session of the caller, unless it has expired.
@@ -395,16 +441,19 @@ pub async fn session(
     retention_days: Option<i32>,
     session_id: &str,
 ) -> Result<Option<Session>, sqlx::Error> {
-    let sql = format!(
-        "SELECT {SESSION_COLUMNS} FROM agent_sessions WHERE session_id = $2 AND {}",
-        retention_clause("last_activity_at")
-    );
-    let row: Option<SessionRow> = sqlx::query_as(&sql)
-        .bind(retention_days)
-        .bind(session_id)
-        .fetch_optional(conn)
-        .await?;
-    Ok(row.map(to_session))
+    let row = sqlx::query_as!(
+        SessionRow,
+        "SELECT session_id, agent_name, created_at, last_activity_at, summary, message_count,
+                summary_message_count, summary_updated_at
+         FROM agent_sessions
+         WHERE session_id = $2
+           AND ($1::int IS NULL OR last_activity_at >= now() - make_interval(days => $1::int))",
+        retention_days,
+        session_id
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row.map(Session::from))
 }
 
 /// Where a session's running summary stands.
@@ -417,22 +466,34 @@ pub struct SummaryState {
     pub covers: i32,
 }
 
+struct SummaryRow {
+    summary: Option<String>,
+    message_count: i32,
+    summary_message_count: i32,
+}
+
 pub async fn summary_state(
     conn: &mut Scoped,
     session_id: &str,
 ) -> Result<Option<SummaryState>, sqlx::Error> {
-    let row: Option<(Option<String>, i32, i32)> = sqlx::query_as(
+    let row = sqlx::query_as!(
+        SummaryRow,
         "SELECT summary, message_count, summary_message_count FROM agent_sessions
          WHERE session_id = $1",
+        session_id
     )
-    .bind(session_id)
-    .fetch_optional(conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    Ok(row.map(|(summary, message_count, covers)| SummaryState {
-        summary,
-        message_count,
-        covers,
+    Ok(row.map(|r| SummaryState {
+        summary: r.summary,
+        message_count: r.message_count,
+        covers: r.summary_message_count,
     }))
+}
+
+struct LastMessageRow {
+    sender: String,
+    text: String,
 }
 
 /// A session's last `limit` unexpired messages as (sender, text), oldest first.
@@ -442,25 +503,26 @@ pub async fn last_messages(
     session_id: &str,
     limit: i64,
 ) -> Result<Vec<(String, String)>, sqlx::Error> {
-    let sql = format!(
+    let rows = sqlx::query_as!(
+        LastMessageRow,
         "SELECT m.sender, m.text FROM agent_sessions s
          CROSS JOIN LATERAL (
              -- Through the session row, as `messages_sql` explains.
              SELECT c.sender, c.text, c.sent_at, c.seq FROM conversation_messages c
              WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id
-               AND c.session_id = s.session_id AND {}
+               AND c.session_id = s.session_id
+               AND ($1::int IS NULL OR c.archived_at >= now() - make_interval(days => $1::int))
              ORDER BY c.sent_at DESC, c.seq DESC LIMIT $3
          ) m
          WHERE s.session_id = $2
          ORDER BY m.sent_at, m.seq",
-        retention_clause("c.archived_at")
-    );
-    sqlx::query_as(&sql)
-        .bind(retention_days)
-        .bind(session_id)
-        .bind(limit)
-        .fetch_all(conn)
-        .await
+        retention_days,
+        session_id,
+        limit
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.sender, r.text)).collect())
 }
 
 /// Stores a running summary covering the first `covers` messages, unless one covering as many
@@ -471,61 +533,91 @@ pub async fn set_summary(
     summary: &str,
     covers: i32,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE agent_sessions
          SET summary = $2, summary_message_count = $3, summary_updated_at = now()
          WHERE session_id = $1 AND summary_message_count < $3",
+        session_id,
+        summary,
+        covers
     )
-    .bind(session_id)
-    .bind(summary)
-    .bind(covers)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected() > 0)
 }
 
 /// A page row: a message, or all NULL for a session without messages on the page.
-type MessageRow = (
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<DateTime<Utc>>,
-    Option<DateTime<Utc>>,
-    Option<Value>,
-    Option<String>,
-    Option<i64>,
-    Option<DateTime<Utc>>,
-);
+struct MessageRow {
+    message_id: Option<String>,
+    sender: Option<String>,
+    text: Option<String>,
+    sent_at: Option<DateTime<Utc>>,
+    archived_at: Option<DateTime<Utc>>,
+    tool_calls: Option<Value>,
+    tool_call_id: Option<String>,
+    seq: Option<i64>,
+    edited_at: Option<DateTime<Utc>>,
+}
+
+/// Expands to `$then!("...")` with the text of [`messages_sql`] for `Asc` or `Desc` (see
+/// [`ARCHIVE_SQL`]). The two differ only in the cursor's comparison and the sort direction.
+///
+/// Through the session row: the messages are then read by `(tenant, user, session)` along
+/// `conversation_messages_by_time` in every plan. Filtered on `session_id` alone, a user whose
+/// history grew since the last ANALYZE (estimated at one row) was read whole along the seq
+/// index instead: 14 ms for a page of a user with 35,000 messages, instead of 0.1 ms.
+macro_rules! messages_sql {
+    (Asc, $then:ident) => {
+        $then!(
+            r#"SELECT c.message_id AS "message_id?", c.sender AS "sender?", c.text AS "text?",
+                c.sent_at AS "sent_at?", c.archived_at AS "archived_at?", c.tool_calls,
+                c.tool_call_id, c.seq AS "seq?", c.edited_at
+         FROM agent_sessions s
+         LEFT JOIN LATERAL (
+             SELECT * FROM conversation_messages c
+             WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id
+               AND c.session_id = s.session_id
+               AND ($1::int IS NULL OR c.archived_at >= now() - make_interval(days => $1::int))
+               AND ($3::timestamptz IS NULL OR (c.sent_at, c.seq) > ($3, $4))
+             ORDER BY c.sent_at ASC, c.seq ASC
+             LIMIT $5
+         ) c ON true
+         WHERE s.session_id = $2
+           AND ($1::int IS NULL OR s.last_activity_at >= now() - make_interval(days => $1::int))
+         ORDER BY c.sent_at ASC, c.seq ASC"#
+        )
+    };
+    (Desc, $then:ident) => {
+        $then!(
+            r#"SELECT c.message_id AS "message_id?", c.sender AS "sender?", c.text AS "text?",
+                c.sent_at AS "sent_at?", c.archived_at AS "archived_at?", c.tool_calls,
+                c.tool_call_id, c.seq AS "seq?", c.edited_at
+         FROM agent_sessions s
+         LEFT JOIN LATERAL (
+             SELECT * FROM conversation_messages c
+             WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id
+               AND c.session_id = s.session_id
+               AND ($1::int IS NULL OR c.archived_at >= now() - make_interval(days => $1::int))
+               AND ($3::timestamptz IS NULL OR (c.sent_at, c.seq) < ($3, $4))
+             ORDER BY c.sent_at DESC, c.seq DESC
+             LIMIT $5
+         ) c ON true
+         WHERE s.session_id = $2
+           AND ($1::int IS NULL OR s.last_activity_at >= now() - make_interval(days => $1::int))
+         ORDER BY c.sent_at DESC, c.seq DESC"#
+        )
+    };
+}
 
 /// A page of a session's messages, and whether the session exists, in one statement: no row
 /// when the session does not exist (or has expired), one row of NULLs when the page is empty.
 /// `$1` retention days, `$2` session, `$3`/`$4` the keyset cursor, `$5` limit.
 pub fn messages_sql(order: Order) -> String {
-    let (cmp, dir) = match order {
-        Order::Asc => (">", "ASC"),
-        Order::Desc => ("<", "DESC"),
-    };
-    // Through the session row: the messages are then read by `(tenant, user, session)` along
-    // `conversation_messages_by_time` in every plan. Filtered on `session_id` alone, a user whose
-    // history grew since the last ANALYZE (estimated at one row) was read whole along the seq
-    // index instead: 14 ms for a page of a user with 35,000 messages, instead of 0.1 ms.
-    format!(
-        "SELECT c.message_id, c.sender, c.text, c.sent_at, c.archived_at, c.tool_calls,
-                c.tool_call_id, c.seq, c.edited_at
-         FROM agent_sessions s
-         LEFT JOIN LATERAL (
-             SELECT * FROM conversation_messages c
-             WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id
-               AND c.session_id = s.session_id AND {}
-               AND ($3::timestamptz IS NULL OR (c.sent_at, c.seq) {cmp} ($3, $4))
-             ORDER BY c.sent_at {dir}, c.seq {dir}
-             LIMIT $5
-         ) c ON true
-         WHERE s.session_id = $2 AND {}
-         ORDER BY c.sent_at {dir}, c.seq {dir}",
-        retention_clause("c.archived_at"),
-        retention_clause("s.last_activity_at")
-    )
+    match order {
+        Order::Asc => messages_sql!(Asc, concat),
+        Order::Desc => messages_sql!(Desc, concat),
+    }
+    .to_owned()
 }
 
 /// A session's unexpired messages in `order`; keyset cursor `(sent_at, seq)`. Returns the rows with
@@ -539,14 +631,17 @@ pub async fn messages(
     limit: i64,
 ) -> Result<Option<Vec<(StoredMessage, i64)>>, sqlx::Error> {
     let (at, seq) = after.unzip();
-    let rows: Vec<MessageRow> = sqlx::query_as(&messages_sql(order))
-        .bind(retention_days)
-        .bind(session_id)
-        .bind(at)
-        .bind(seq)
-        .bind(limit)
-        .fetch_all(conn)
-        .await?;
+    macro_rules! page {
+        ($sql:literal) => {
+            sqlx::query_as!(MessageRow, $sql, retention_days, session_id, at, seq, limit)
+                .fetch_all(&mut *conn)
+                .await?
+        };
+    }
+    let rows = match order {
+        Order::Asc => messages_sql!(Asc, page),
+        Order::Desc => messages_sql!(Desc, page),
+    };
     if rows.is_empty() {
         return Ok(None);
     }
@@ -555,16 +650,16 @@ pub async fn messages(
             .filter_map(|r| {
                 Some((
                     StoredMessage {
-                        id: r.0?,
-                        sender: r.1?,
-                        text: r.2?,
-                        timestamp: r.3?,
-                        archived_at: r.4?,
-                        edited_at: r.8,
-                        tool_calls: r.5,
-                        tool_call_id: r.6,
+                        id: r.message_id?,
+                        sender: r.sender?,
+                        text: r.text?,
+                        timestamp: r.sent_at?,
+                        archived_at: r.archived_at?,
+                        edited_at: r.edited_at,
+                        tool_calls: r.tool_calls,
+                        tool_call_id: r.tool_call_id,
                     },
-                    r.7?,
+                    r.seq?,
                 ))
             })
             .collect(),
@@ -573,9 +668,11 @@ pub async fn messages(
 
 /// Deletes a session; its messages and batch records go with it (ON DELETE CASCADE).
 pub async fn delete_session(conn: &mut Scoped, session_id: &str) -> Result<bool, sqlx::Error> {
-    let result = sqlx::query("DELETE FROM agent_sessions WHERE session_id = $1")
-        .bind(session_id)
-        .execute(conn)
-        .await?;
+    let result = sqlx::query!(
+        "DELETE FROM agent_sessions WHERE session_id = $1",
+        session_id
+    )
+    .execute(&mut *conn)
+    .await?;
     Ok(result.rows_affected() > 0)
 }

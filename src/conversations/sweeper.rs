@@ -22,21 +22,6 @@ pub enum SweepOutcome {
     Deleted(u64),
 }
 
-const DELETE_MESSAGES: &str = "\
-DELETE FROM conversation_messages WHERE ctid = ANY (ARRAY(
-    SELECT ctid FROM conversation_messages
-    WHERE archived_at < now() - make_interval(days => $1) LIMIT $2))";
-const DELETE_BATCHES: &str = "\
-DELETE FROM recent_conversation_history WHERE ctid = ANY (ARRAY(
-    SELECT ctid FROM recent_conversation_history
-    WHERE archived_at < now() - make_interval(days => $1) LIMIT $2))";
-// A session expires once its last activity does; all its messages are older, so they went first
-// and the cascade has little left to do.
-const DELETE_SESSIONS: &str = "\
-DELETE FROM agent_sessions WHERE ctid = ANY (ARRAY(
-    SELECT ctid FROM agent_sessions
-    WHERE last_activity_at < now() - make_interval(days => $1) LIMIT $2))";
-
 /// Sweeps until nothing expired is left, in transactions of at most `batch` rows per table.
 pub async fn sweep_once(
     db: &Db,
@@ -53,24 +38,50 @@ pub async fn sweep_once(
                 SweepOutcome::Deleted(total)
             });
         };
-        let mut full = false;
-        for sql in [DELETE_MESSAGES, DELETE_BATCHES, DELETE_SESSIONS] {
-            // Sessions go only once no expired message is left, so their cascade deletes nothing
-            // unaccounted and the bound per transaction holds.
-            if full && sql == DELETE_SESSIONS {
-                break;
-            }
-            let deleted = sqlx::query(sql)
-                .bind(retention_days)
-                .bind(batch)
-                .execute(&mut tx)
-                .await?
-                .rows_affected();
-            total += deleted;
-            full |= i64::try_from(deleted).unwrap_or(i64::MAX) >= batch;
-        }
+        let full = |n: u64| i64::try_from(n).unwrap_or(i64::MAX) >= batch;
+        let messages = sqlx::query!(
+            "DELETE FROM conversation_messages WHERE ctid = ANY (ARRAY(
+                 SELECT ctid FROM conversation_messages
+                 WHERE archived_at < now() - make_interval(days => $1) LIMIT $2))",
+            retention_days,
+            batch
+        )
+        .execute(&mut tx)
+        .await?
+        .rows_affected();
+        let batches = sqlx::query!(
+            "DELETE FROM recent_conversation_history WHERE ctid = ANY (ARRAY(
+                 SELECT ctid FROM recent_conversation_history
+                 WHERE archived_at < now() - make_interval(days => $1) LIMIT $2))",
+            retention_days,
+            batch
+        )
+        .execute(&mut tx)
+        .await?
+        .rows_affected();
+        // Sessions go only once no expired message is left, so their cascade deletes nothing
+        // unaccounted and the bound per transaction holds. A session expires once its last
+        // activity does; all its messages are older, so they went first and the cascade has
+        // little left to do.
+        let mut more = full(messages) || full(batches);
+        let sessions = if more {
+            0
+        } else {
+            sqlx::query!(
+                "DELETE FROM agent_sessions WHERE ctid = ANY (ARRAY(
+                     SELECT ctid FROM agent_sessions
+                     WHERE last_activity_at < now() - make_interval(days => $1) LIMIT $2))",
+                retention_days,
+                batch
+            )
+            .execute(&mut tx)
+            .await?
+            .rows_affected()
+        };
+        more |= full(sessions);
+        total += messages + batches + sessions;
         tx.commit().await?;
-        if !full {
+        if !more {
             return Ok(SweepOutcome::Deleted(total));
         }
     }

@@ -35,7 +35,7 @@ pub struct SessionRecord {
     pub summary_updated_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MessageRecord {
     pub session_id: String,
@@ -69,24 +69,25 @@ pub struct BatchRecord {
     pub deleted_count: i32,
 }
 
-const SCOPE: &str =
-    "tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')";
-
 /// The caller's sessions after `after`, at most `limit`.
 pub async fn sessions_page(
     conn: &mut Scoped,
     after: Option<&str>,
     limit: i64,
 ) -> Result<Vec<SessionRecord>, sqlx::Error> {
-    sqlx::query_as(&format!(
+    // Not a macro: the macros describe a statement by planning it with NULL parameters, and that
+    // plan evaluates `current_setting('mnemo.tenant')`, which is undefined where they connect.
+    sqlx::query_as(
         "SELECT session_id, agent_name, summary, version, created_at, last_activity_at,
                 message_count, summary_message_count, summary_updated_at
-         FROM agent_sessions WHERE {SCOPE} AND ($1::text IS NULL OR session_id > $1)
-         ORDER BY session_id LIMIT $2"
-    ))
+         FROM agent_sessions
+         WHERE tenant_id = current_setting('mnemo.tenant')
+           AND user_id = current_setting('mnemo.user') AND ($1::text IS NULL OR session_id > $1)
+         ORDER BY session_id LIMIT $2",
+    )
     .bind(after)
     .bind(limit)
-    .fetch_all(conn)
+    .fetch_all(&mut *conn)
     .await
 }
 
@@ -97,22 +98,48 @@ pub async fn messages_page(
     after: i64,
     limit: i64,
 ) -> Result<Vec<(i64, MessageRecord)>, sqlx::Error> {
-    #[derive(sqlx::FromRow)]
-    struct Row {
+    struct MessageRow {
         seq: i64,
-        #[sqlx(flatten)]
-        record: MessageRecord,
+        session_id: String,
+        message_id: String,
+        sender: String,
+        text: String,
+        sent_at: DateTime<Utc>,
+        archived_at: DateTime<Utc>,
+        tool_calls: Option<Value>,
+        tool_call_id: Option<String>,
+        edited_at: Option<DateTime<Utc>>,
     }
-    let rows: Vec<Row> = sqlx::query_as(&format!(
+    let rows = sqlx::query_as!(
+        MessageRow,
         "SELECT seq, session_id, message_id, sender, text, sent_at, archived_at, tool_calls,
                 tool_call_id, edited_at
-         FROM conversation_messages WHERE {SCOPE} AND seq > $1 ORDER BY seq LIMIT $2"
-    ))
-    .bind(after)
-    .bind(limit)
-    .fetch_all(conn)
+         FROM conversation_messages
+         WHERE tenant_id = current_setting('mnemo.tenant')
+           AND user_id = current_setting('mnemo.user') AND seq > $1
+         ORDER BY seq LIMIT $2",
+        after,
+        limit
+    )
+    .fetch_all(&mut *conn)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.seq, r.record)).collect())
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let record = MessageRecord {
+                session_id: r.session_id,
+                message_id: r.message_id,
+                sender: r.sender,
+                text: r.text,
+                sent_at: r.sent_at,
+                archived_at: r.archived_at,
+                tool_calls: r.tool_calls,
+                tool_call_id: r.tool_call_id,
+                edited_at: r.edited_at,
+            };
+            (r.seq, record)
+        })
+        .collect())
 }
 
 /// The caller's archive batches after `after`, at most `limit`.
@@ -121,15 +148,18 @@ pub async fn batches_page(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<BatchRecord>, sqlx::Error> {
-    sqlx::query_as(&format!(
+    // Not a macro, for the reason given in `sessions_page`.
+    sqlx::query_as(
         "SELECT id, session_id, archived_at, start_timestamp, end_timestamp, message_count,
                 new_count, duplicate_count, updated_count, deleted_count
-         FROM recent_conversation_history WHERE {SCOPE} AND ($1::uuid IS NULL OR id > $1)
-         ORDER BY id LIMIT $2"
-    ))
+         FROM recent_conversation_history
+         WHERE tenant_id = current_setting('mnemo.tenant')
+           AND user_id = current_setting('mnemo.user') AND ($1::uuid IS NULL OR id > $1)
+         ORDER BY id LIMIT $2",
+    )
     .bind(after)
     .bind(limit)
-    .fetch_all(conn)
+    .fetch_all(&mut *conn)
     .await
 }
 
@@ -206,8 +236,9 @@ pub async fn restore_sessions(
     let summarized: Vec<Option<DateTime<Utc>>> =
         records.iter().map(|r| r.summary_updated_at).collect();
     // `message_count` starts at 0: the trigger counts the messages restored next, and
-    // `restore_message_counts` then sets the exported counts.
-    sqlx::query(
+    // `restore_message_counts` then sets the exported counts. (The macro expects arrays of owned,
+    // non-null elements; `as` states the arrays' own types, which encode the same. So below.)
+    sqlx::query!(
         "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, summary, version,
                                      created_at, last_activity_at, summary_message_count,
                                      summary_updated_at)
@@ -216,16 +247,16 @@ pub async fn restore_sessions(
          FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[],
                      $6::timestamptz[], $7::int4[], $8::timestamptz[])
               AS x(s, a, m, v, c, l, k, u)",
+        &ids as &[&str],
+        &agents as &[&str],
+        &summaries as &[Option<&str>],
+        &versions,
+        &created,
+        &active,
+        &covers,
+        &summarized as &[Option<DateTime<Utc>>]
     )
-    .bind(&ids)
-    .bind(&agents)
-    .bind(&summaries)
-    .bind(&versions)
-    .bind(&created)
-    .bind(&active)
-    .bind(&covers)
-    .bind(&summarized)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
     Ok(())
 }
@@ -241,14 +272,14 @@ pub async fn restore_message_counts(
     }
     let ids: Vec<&str> = counts.iter().map(|(id, _)| id.as_str()).collect();
     let values: Vec<i32> = counts.iter().map(|(_, n)| *n).collect();
-    sqlx::query(
+    sqlx::query!(
         "UPDATE agent_sessions s SET message_count = x.n
          FROM unnest($1::text[], $2::int4[]) AS x(id, n)
          WHERE s.session_id = x.id",
+        &ids as &[&str],
+        &values
     )
-    .bind(&ids)
-    .bind(&values)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
     Ok(())
 }
@@ -269,7 +300,7 @@ pub async fn restore_messages(
     let calls: Vec<Option<Value>> = records.iter().map(|r| r.tool_calls.clone()).collect();
     let call_ids: Vec<Option<&str>> = records.iter().map(|r| r.tool_call_id.as_deref()).collect();
     let edited: Vec<Option<DateTime<Utc>>> = records.iter().map(|r| r.edited_at).collect();
-    sqlx::query(
+    sqlx::query!(
         "WITH inserted AS (
              INSERT INTO conversation_messages
                  (tenant_id, user_id, session_id, message_id, sender, text, sent_at, archived_at,
@@ -285,18 +316,18 @@ pub async fn restore_messages(
          INSERT INTO embedding_outbox (tenant_id, user_id, kind, session_id, message_id)
          SELECT tenant_id, user_id, 'message', session_id, message_id FROM inserted
          WHERE $9 AND sender IN ('user', 'ai') AND text <> ''",
+        &sessions as &[&str],
+        &ids as &[&str],
+        &senders as &[&str],
+        &texts as &[&str],
+        &sent,
+        &archived,
+        &calls as &[Option<Value>],
+        &call_ids as &[Option<&str>],
+        embed,
+        &edited as &[Option<DateTime<Utc>>]
     )
-    .bind(&sessions)
-    .bind(&ids)
-    .bind(&senders)
-    .bind(&texts)
-    .bind(&sent)
-    .bind(&archived)
-    .bind(&calls)
-    .bind(&call_ids)
-    .bind(embed)
-    .bind(&edited)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
     Ok(())
 }
@@ -315,7 +346,7 @@ pub async fn restore_batches(
     let dups: Vec<i32> = records.iter().map(|r| r.duplicate_count).collect();
     let updated: Vec<i32> = records.iter().map(|r| r.updated_count).collect();
     let deleted: Vec<i32> = records.iter().map(|r| r.deleted_count).collect();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO recent_conversation_history
              (tenant_id, user_id, id, session_id, archived_at, start_timestamp, end_timestamp,
               message_count, new_count, duplicate_count, updated_count, deleted_count)
@@ -325,18 +356,18 @@ pub async fn restore_batches(
                      $5::timestamptz[], $6::int4[], $7::int4[], $8::int4[], $9::int4[],
                      $10::int4[])
               AS x(i, s, a, b, e, m, n, d, u, g)",
+        &ids,
+        &sessions as &[&str],
+        &archived,
+        &starts as &[Option<DateTime<Utc>>],
+        &ends as &[Option<DateTime<Utc>>],
+        &counts,
+        &new,
+        &dups,
+        &updated,
+        &deleted
     )
-    .bind(&ids)
-    .bind(&sessions)
-    .bind(&archived)
-    .bind(&starts)
-    .bind(&ends)
-    .bind(&counts)
-    .bind(&new)
-    .bind(&dups)
-    .bind(&updated)
-    .bind(&deleted)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
     Ok(())
 }

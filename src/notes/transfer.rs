@@ -41,23 +41,23 @@ const OPERATIONS: &[&str] = &[
     "restore",
 ];
 
-const SCOPE: &str =
-    "tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')";
-
 /// The caller's notes rows after agent `after`, at most `limit`.
 pub async fn notes_page(
     conn: &mut Scoped,
     after: Option<&str>,
     limit: i64,
 ) -> Result<Vec<NotesRecord>, sqlx::Error> {
-    sqlx::query_as(&format!(
+    // Not a macro: the macros describe a statement by planning it with NULL parameters, and that
+    // plan evaluates `current_setting('mnemo.tenant')`, which is undefined where they connect.
+    sqlx::query_as(
         "SELECT agent_name, notes, version, created_at, updated_at FROM agent_long_term_memory
-         WHERE {SCOPE} AND ($1::text IS NULL OR agent_name > $1)
-         ORDER BY agent_name LIMIT $2"
-    ))
+         WHERE tenant_id = current_setting('mnemo.tenant')
+           AND user_id = current_setting('mnemo.user') AND ($1::text IS NULL OR agent_name > $1)
+         ORDER BY agent_name LIMIT $2",
+    )
     .bind(after)
     .bind(limit)
-    .fetch_all(conn)
+    .fetch_all(&mut *conn)
     .await
 }
 
@@ -67,16 +67,19 @@ pub async fn revisions_page(
     after: Option<(&str, i64)>,
     limit: i64,
 ) -> Result<Vec<RevisionRecord>, sqlx::Error> {
-    sqlx::query_as(&format!(
+    // Not a macro, for the reason given in `notes_page`.
+    sqlx::query_as(
         "SELECT agent_name, version, operation, restored_from, notes, created_at
          FROM agent_long_term_memory_revisions
-         WHERE {SCOPE} AND ($1::text IS NULL OR (agent_name, version) > ($1, $2))
-         ORDER BY agent_name, version LIMIT $3"
-    ))
+         WHERE tenant_id = current_setting('mnemo.tenant')
+           AND user_id = current_setting('mnemo.user')
+           AND ($1::text IS NULL OR (agent_name, version) > ($1, $2))
+         ORDER BY agent_name, version LIMIT $3",
+    )
     .bind(after.map(|a| a.0))
     .bind(after.map_or(0, |a| a.1))
     .bind(limit)
-    .fetch_all(conn)
+    .fetch_all(&mut *conn)
     .await
 }
 
@@ -128,19 +131,21 @@ pub async fn restore_notes(conn: &mut Scoped, records: &[NotesRecord]) -> Result
     let versions: Vec<i64> = records.iter().map(|r| r.version).collect();
     let created: Vec<DateTime<Utc>> = records.iter().map(|r| r.created_at).collect();
     let updated: Vec<DateTime<Utc>> = records.iter().map(|r| r.updated_at).collect();
-    sqlx::query(
+    // The macro expects arrays of owned elements (`&[String]`); `as` states the arrays' own
+    // types, which encode the same. So in `restore_revisions`.
+    sqlx::query!(
         "INSERT INTO agent_long_term_memory
              (tenant_id, user_id, agent_name, notes, version, created_at, updated_at)
          SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), a, n, v, c, u
          FROM unnest($1::text[], $2::text[], $3::int8[], $4::timestamptz[], $5::timestamptz[])
               AS r(a, n, v, c, u)",
+        &names as &[&str],
+        &notes as &[&str],
+        &versions,
+        &created,
+        &updated
     )
-    .bind(&names)
-    .bind(&notes)
-    .bind(&versions)
-    .bind(&created)
-    .bind(&updated)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
     Ok(())
 }
@@ -156,7 +161,7 @@ pub async fn restore_revisions(
     let restored: Vec<Option<i64>> = records.iter().map(|r| r.restored_from).collect();
     let notes: Vec<&str> = records.iter().map(|r| r.notes.as_str()).collect();
     let created: Vec<DateTime<Utc>> = records.iter().map(|r| r.created_at).collect();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO agent_long_term_memory_revisions
              (tenant_id, user_id, agent_name, version, operation, restored_from, notes, size_bytes,
               created_at)
@@ -164,14 +169,14 @@ pub async fn restore_revisions(
                 octet_length(n), c
          FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::timestamptz[])
               AS x(a, v, o, r, n, c)",
+        &names as &[&str],
+        &versions,
+        &operations as &[&str],
+        &restored as &[Option<i64>],
+        &notes as &[&str],
+        &created
     )
-    .bind(&names)
-    .bind(&versions)
-    .bind(&operations)
-    .bind(&restored)
-    .bind(&notes)
-    .bind(&created)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
     Ok(())
 }

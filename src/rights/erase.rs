@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
+use sqlx::{Postgres, QueryBuilder};
 use utoipa::ToSchema;
 
 use crate::db::Scoped;
@@ -36,19 +37,25 @@ pub enum Reach {
     Tenant,
 }
 
-#[derive(sqlx::FromRow)]
 struct Table {
     name: String,
     sql_name: String,
     deletable: bool,
 }
 
+/// A foreign key: the referencing table and the referenced one.
+struct Edge {
+    child: String,
+    parent: String,
+}
+
 /// Deletes the rows `reach` names from every scoped table, in the transaction `conn` (already
 /// switched to the role and settings of that reach).
 pub async fn erase(conn: &mut Scoped, reach: Reach) -> ApiResult<BTreeMap<String, u64>> {
-    let tables: Vec<Table> = sqlx::query_as(
-        "SELECT c.relname::text AS name, c.oid::regclass::text AS sql_name,
-                has_table_privilege(c.oid, 'DELETE') AS deletable
+    let tables = sqlx::query_as!(
+        Table,
+        r#"SELECT c.relname::text AS "name!", c.oid::regclass::text AS "sql_name!",
+                has_table_privilege(c.oid, 'DELETE') AS "deletable!"
          FROM pg_class c
          JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
@@ -56,9 +63,9 @@ pub async fn erase(conn: &mut Scoped, reach: Reach) -> ApiResult<BTreeMap<String
                        AND a.attname = 'tenant_id' AND NOT a.attisdropped)
            AND ($1 OR EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid
                               AND a.attname = 'user_id' AND NOT a.attisdropped))
-         ORDER BY c.relname",
+         ORDER BY c.relname"#,
+        reach == Reach::Tenant
     )
-    .bind(reach == Reach::Tenant)
     .fetch_all(&mut *conn)
     .await?;
     if let Some(t) = tables.iter().find(|t| !t.deletable) {
@@ -69,12 +76,16 @@ pub async fn erase(conn: &mut Scoped, reach: Reach) -> ApiResult<BTreeMap<String
             t.sql_name
         )));
     }
-    let edges: Vec<(String, String)> = sqlx::query_as(
-        "SELECT conrelid::regclass::text, confrelid::regclass::text
-         FROM pg_constraint WHERE contype = 'f'",
+    let edges: Vec<(String, String)> = sqlx::query_as!(
+        Edge,
+        r#"SELECT conrelid::regclass::text AS "child!", confrelid::regclass::text AS "parent!"
+         FROM pg_constraint WHERE contype = 'f'"#
     )
     .fetch_all(&mut *conn)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|e| (e.child, e.parent))
+    .collect();
     let filter = match reach {
         Reach::User => {
             "tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')"
@@ -87,11 +98,15 @@ pub async fn erase(conn: &mut Scoped, reach: Reach) -> ApiResult<BTreeMap<String
         .collect();
     let mut deleted = BTreeMap::new();
     for sql_name in children_first(names.keys().copied().collect(), &edges) {
-        let n: i64 = sqlx::query_scalar(&format!(
-            "WITH d AS (DELETE FROM {sql_name} WHERE {filter} RETURNING 1) SELECT count(*) FROM d"
-        ))
-        .fetch_one(&mut *conn)
-        .await?;
+        // The table is an identifier read from the catalogue (quoted by `regclass`), so each
+        // statement is built for its table.
+        let mut delete = QueryBuilder::<Postgres>::new("WITH d AS (DELETE FROM ");
+        delete
+            .push(sql_name)
+            .push(" WHERE ")
+            .push(filter)
+            .push(" RETURNING 1) SELECT count(*) FROM d");
+        let n: i64 = delete.build_query_scalar().fetch_one(&mut *conn).await?;
         let name = names.get(sql_name).copied().unwrap_or(sql_name);
         deleted.insert(name.to_string(), u64::try_from(n).unwrap_or(0));
     }

@@ -54,15 +54,26 @@ enum Message {
 
 /// The manifest of the caller's data in `tx`'s snapshot.
 pub async fn manifest(tx: &mut Scoped, tenant_id: &str, user_id: &str) -> ApiResult<Manifest> {
-    let row: (i64, i64, i64, i64, i64, i64, i64, DateTime<Utc>) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM agent_memories),
-                (SELECT count(*) FROM agent_long_term_memory),
-                (SELECT count(*) FROM agent_long_term_memory_revisions),
-                (SELECT count(*) FROM agent_sessions),
-                (SELECT count(*) FROM conversation_messages),
-                (SELECT count(*) FROM recent_conversation_history),
-                (SELECT count(*) FROM tasks),
-                now()",
+    struct CountsRow {
+        memories: i64,
+        notes: i64,
+        note_revisions: i64,
+        sessions: i64,
+        messages: i64,
+        session_batches: i64,
+        tasks: i64,
+        created_at: DateTime<Utc>,
+    }
+    let row = sqlx::query_as!(
+        CountsRow,
+        r#"SELECT (SELECT count(*) FROM agent_memories) AS "memories!",
+                (SELECT count(*) FROM agent_long_term_memory) AS "notes!",
+                (SELECT count(*) FROM agent_long_term_memory_revisions) AS "note_revisions!",
+                (SELECT count(*) FROM agent_sessions) AS "sessions!",
+                (SELECT count(*) FROM conversation_messages) AS "messages!",
+                (SELECT count(*) FROM recent_conversation_history) AS "session_batches!",
+                (SELECT count(*) FROM tasks) AS "tasks!",
+                now() AS "created_at!""#
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -70,17 +81,17 @@ pub async fn manifest(tx: &mut Scoped, tenant_id: &str, user_id: &str) -> ApiRes
     Ok(Manifest {
         format: FORMAT.into(),
         version: VERSION,
-        created_at: row.7,
+        created_at: row.created_at,
         tenant_id: tenant_id.into(),
         user_id: user_id.into(),
         counts: Counts {
-            memories: n(row.0),
-            notes: n(row.1),
-            note_revisions: n(row.2),
-            sessions: n(row.3),
-            messages: n(row.4),
-            session_batches: n(row.5),
-            tasks: n(row.6),
+            memories: n(row.memories),
+            notes: n(row.notes),
+            note_revisions: n(row.note_revisions),
+            sessions: n(row.sessions),
+            messages: n(row.messages),
+            session_batches: n(row.session_batches),
+            tasks: n(row.tasks),
         },
     })
 }
@@ -319,6 +330,9 @@ impl Producer {
     async fn tasks(&mut self) -> Result<(), Stop> {
         let mut after: Option<Uuid> = None;
         loop {
+            // Not a macro: the macros describe a statement by planning it with NULL parameters,
+            // and that plan evaluates `current_setting('mnemo.tenant')`, undefined where they
+            // connect.
             let ids: Vec<Uuid> = sqlx::query_scalar(
                 "SELECT id FROM tasks
                  WHERE tenant_id = current_setting('mnemo.tenant')
