@@ -665,8 +665,7 @@ pub async fn list_memories(conn: &mut Scoped, query: &ListQuery) -> ApiResult<Me
     }
     let cursor = crate::pagination::position::<Uuid>(query.cursor.as_deref())?;
     let metadata = metadata_filter("metadata", query.metadata.as_deref())?;
-    // Runtime: sqlx's compile-time check plans it with every parameter NULL, where the planner
-    // evaluates `current_setting('mnemo.tenant')`, which is unset outside a scoped transaction.
+    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
     let rows = sqlx::query_as::<_, InfoRow>(
         "SELECT id, memory_key, summary, memory_type, agent_id, thread_id, content_metadata,
                 size_bytes, line_count, token_count, content_sha256, version, is_active,

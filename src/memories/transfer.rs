@@ -41,8 +41,7 @@ pub async fn page(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<MemoryRecord>, sqlx::Error> {
-    // Runtime: sqlx's compile-time check plans it with every parameter NULL, where the planner
-    // evaluates `current_setting('mnemo.tenant')`, which is unset outside a scoped transaction.
+    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
     sqlx::query_as::<_, MemoryRecord>(
         "SELECT id, memory_key AS key, agent_id, thread_id, memory_type, summary,
                 content_metadata AS metadata, version, is_active, size_bytes,
