@@ -219,7 +219,6 @@ fn in_progress() -> ApiError {
 }
 
 /// A stored record, as `begin` reads it.
-#[derive(sqlx::FromRow)]
 struct Record {
     request_hash: Vec<u8>,
     method: String,
@@ -251,26 +250,29 @@ impl Idempotency {
         let Some(claim) = &self.0 else {
             return Ok(Begun::Fresh(tx));
         };
-        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-            .bind(lock_key(principal, &claim.key))
-            .fetch_one(&mut tx)
-            .await?;
+        let locked = sqlx::query_scalar!(
+            r#"SELECT pg_try_advisory_xact_lock($1) AS "locked!""#,
+            lock_key(principal, &claim.key)
+        )
+        .fetch_one(&mut tx)
+        .await?;
         if !locked {
             tx.rollback().await?;
             return Err(in_progress());
         }
-        let record: Option<Record> = sqlx::query_as(
-            "SELECT request_hash, method, path, status, headers, body, expires_at > now() AS live
-             FROM idempotency_keys WHERE key = $1",
+        let record = sqlx::query_as!(
+            Record,
+            r#"SELECT request_hash, method, path, status, headers, body,
+                      expires_at > now() AS "live!"
+             FROM idempotency_keys WHERE key = $1"#,
+            claim.key
         )
-        .bind(&claim.key)
         .fetch_optional(&mut tx)
         .await?;
         match record {
             None => Ok(Begun::Fresh(tx)),
             Some(record) if !record.live => {
-                sqlx::query("DELETE FROM idempotency_keys WHERE key = $1")
-                    .bind(&claim.key)
+                sqlx::query!("DELETE FROM idempotency_keys WHERE key = $1", claim.key)
                     .execute(&mut tx)
                     .await?;
                 Ok(Begun::Fresh(tx))
@@ -315,21 +317,21 @@ impl Idempotency {
             })
             .filter_map(|(name, value)| Some([name.as_str(), value.to_str().ok()?]))
             .collect();
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO idempotency_keys
                  (tenant_id, user_id, key, request_hash, method, path, status, headers, body,
                   expires_at)
              VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3,
                      $4, $5, $6, $7, now() + make_interval(hours => $8))",
+            claim.key,
+            claim.digest.fingerprint(),
+            claim.digest.method,
+            claim.digest.target,
+            i16::try_from(parts.status.as_u16()).unwrap_or(200),
+            serde_json::json!(headers),
+            body.as_ref(),
+            claim.ttl_hours
         )
-        .bind(&claim.key)
-        .bind(claim.digest.fingerprint())
-        .bind(&claim.digest.method)
-        .bind(&claim.digest.target)
-        .bind(i16::try_from(parts.status.as_u16()).unwrap_or(200))
-        .bind(serde_json::json!(headers))
-        .bind(body.as_ref())
-        .bind(claim.ttl_hours)
         .execute(&mut tx)
         .await
         .map_err(|err| {
@@ -386,12 +388,12 @@ pub async fn sweep_once(db: &Db, batch: i64) -> Result<u64, sqlx::Error> {
         let Some(mut tx) = db.system(Job::IdempotencyExpiry).await? else {
             return Ok(total);
         };
-        let deleted = sqlx::query(
+        let deleted = sqlx::query!(
             "DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
                  SELECT ctid FROM idempotency_keys WHERE expires_at <= now()
                  ORDER BY expires_at LIMIT $1))",
+            batch
         )
-        .bind(batch)
         .execute(&mut tx)
         .await?
         .rows_affected();

@@ -1040,11 +1040,13 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
         .with_timezone(&chrono::Utc);
     let version: Option<i64> = {
         let mut tx = db.scoped(&principal).await.map_err(|e| e.to_string())?;
-        let v = sqlx::query_scalar("SELECT version FROM agent_sessions WHERE session_id = $1")
-            .bind(session)
-            .fetch_optional(&mut tx)
-            .await
-            .map_err(|e| e.to_string())?;
+        let v = sqlx::query_scalar!(
+            "SELECT version FROM agent_sessions WHERE session_id = $1",
+            session
+        )
+        .fetch_optional(&mut tx)
+        .await
+        .map_err(|e| e.to_string())?;
         tx.end_read_only();
         v
     };
@@ -1067,6 +1069,7 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
         let sessions_sql = format!("{HOW}{}", store::sessions_sql());
         let archive_sql = format!("{HOW}{}", store::ARCHIVE_SQL);
         let window_sql = format!("{HOW}{}", store::WINDOW_SQL);
+        // Runtime: each is EXPLAIN over the conversation store's own statement text.
         let query = match name {
             "archive-one-message" => {
                 sqlx::query_scalar::<_, String>(&archive_sql)

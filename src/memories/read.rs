@@ -72,7 +72,10 @@ pub fn page_request(query: &PageQuery, limits: &Limits) -> ApiResult<Request> {
     Ok(Request::Bytes { offset, limit })
 }
 
-#[derive(sqlx::FromRow)]
+// The byte-page statement of [`retrieve_memory`] writes `CHUNK_BYTES` out as 16384.
+const _: () = assert!(CHUNK_BYTES == 16384);
+
+/// The memory row with one chunk of a page (none when the page holds no chunk).
 struct PageRow {
     summary: String,
     is_active: bool,
@@ -110,70 +113,78 @@ pub async fn retrieve_memory(
     include_inactive: bool,
     limits: &Limits,
 ) -> ApiResult<MemoryPage> {
-    const SELECT: &str = "SELECT m.summary, m.is_active, m.size_bytes, m.line_count, m.token_count,
-               c.byte_start AS chunk_byte_start, c.line_start AS chunk_line_start,
-               c.content AS chunk_content
-        FROM agent_memories m";
-    const WHERE: &str = "WHERE m.tenant_id = current_setting('mnemo.tenant')
-          AND m.user_id = current_setting('mnemo.user') AND m.memory_key = $1
-        ORDER BY c.byte_start";
+    // Both statements read the memory row and, through a lateral subquery, the chunks of the
+    // page: `m.summary, ..., c.byte_start AS chunk_byte_start, ...` from
+    // `agent_memories m LEFT JOIN LATERAL (...) c`, for `m.memory_key = $1` in the caller's scope,
+    // ordered by `c.byte_start`.
     let rows = match request {
         Request::Bytes { offset, limit } => {
-            // A chunk overlapping [offset, offset+limit) starts after offset - CHUNK_BYTES: that
-            // bound keeps the scan to the few index entries around the page.
-            let sql = format!(
-                "{SELECT}
-                 LEFT JOIN LATERAL (
-                     SELECT byte_start, line_start, content FROM agent_memory_chunks c
-                     WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
-                       AND c.memory_id = m.id AND (m.is_active OR $4)
-                       AND c.byte_start > $2 - {CHUNK_BYTES} AND c.byte_start < $2 + $3
-                       AND c.byte_start + c.byte_len > $2
-                     -- A fence: the chunks are looked up by the memory's id, in every plan.
-                     -- Pulled up into the join, a generic plan made after reads of a small
-                     -- history could scan all of a user's chunks in the byte range (92 ms among
-                     -- 137,000 chunks instead of 0.2 ms).
-                     OFFSET 0
-                 ) c ON true
-                 {WHERE}"
-            );
-            sqlx::query_as::<_, PageRow>(&sql)
-                .bind(key)
-                .bind(offset as i64)
-                .bind(limit as i64)
-                .bind(include_inactive)
-                .fetch_all(&mut *conn)
-                .await?
+            // A chunk overlapping [offset, offset+limit) starts after offset - CHUNK_BYTES (16384,
+            // written out in the statement): that bound keeps the scan to the few index entries
+            // around the page.
+            sqlx::query_as!(
+                PageRow,
+                r#"SELECT m.summary, m.is_active, m.size_bytes, m.line_count, m.token_count,
+                          c.byte_start AS "chunk_byte_start?", c.line_start AS "chunk_line_start?",
+                          c.content AS "chunk_content?"
+                   FROM agent_memories m
+                   LEFT JOIN LATERAL (
+                       SELECT byte_start, line_start, content FROM agent_memory_chunks c
+                       WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
+                         AND c.memory_id = m.id AND (m.is_active OR $4)
+                         AND c.byte_start > $2 - 16384 AND c.byte_start < $2 + $3
+                         AND c.byte_start + c.byte_len > $2
+                       -- A fence: the chunks are looked up by the memory's id, in every plan.
+                       -- Pulled up into the join, a generic plan made after reads of a small
+                       -- history could scan all of a user's chunks in the byte range (92 ms among
+                       -- 137,000 chunks instead of 0.2 ms).
+                       OFFSET 0
+                   ) c ON true
+                   WHERE m.tenant_id = current_setting('mnemo.tenant')
+                     AND m.user_id = current_setting('mnemo.user') AND m.memory_key = $1
+                   ORDER BY c.byte_start"#,
+                key,
+                offset as i64,
+                limit as i64,
+                include_inactive
+            )
+            .fetch_all(&mut *conn)
+            .await?
         }
         Request::Lines { start, count } => {
             // `f`: the first chunk holding line `start`; then the chunks from there up to the
             // page's last line or the byte cap past that chunk, whichever comes first.
-            let sql = format!(
-                "{SELECT}
-                 LEFT JOIN LATERAL (
-                     SELECT byte_start AS first FROM agent_memory_chunks f
-                     WHERE f.tenant_id = m.tenant_id AND f.user_id = m.user_id
-                       AND f.memory_id = m.id AND f.line_end >= $2
-                     ORDER BY f.line_end, f.byte_start LIMIT 1
-                 ) f ON true
-                 LEFT JOIN LATERAL (
-                     SELECT byte_start, line_start, content FROM agent_memory_chunks c
-                     WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
-                       AND c.memory_id = m.id AND (m.is_active OR $4)
-                       AND c.byte_start >= f.first AND c.byte_start < f.first + $5
-                       AND c.line_end >= $2 AND c.line_start <= $2 + $3 - 1
-                     OFFSET 0
-                 ) c ON true
-                 {WHERE}"
-            );
-            sqlx::query_as::<_, PageRow>(&sql)
-                .bind(key)
-                .bind(start as i64)
-                .bind(count as i64)
-                .bind(include_inactive)
-                .bind((limits.max_page_bytes + CHUNK_BYTES as u64) as i64)
-                .fetch_all(&mut *conn)
-                .await?
+            sqlx::query_as!(
+                PageRow,
+                r#"SELECT m.summary, m.is_active, m.size_bytes, m.line_count, m.token_count,
+                          c.byte_start AS "chunk_byte_start?", c.line_start AS "chunk_line_start?",
+                          c.content AS "chunk_content?"
+                   FROM agent_memories m
+                   LEFT JOIN LATERAL (
+                       SELECT byte_start AS first FROM agent_memory_chunks f
+                       WHERE f.tenant_id = m.tenant_id AND f.user_id = m.user_id
+                         AND f.memory_id = m.id AND f.line_end >= $2
+                       ORDER BY f.line_end, f.byte_start LIMIT 1
+                   ) f ON true
+                   LEFT JOIN LATERAL (
+                       SELECT byte_start, line_start, content FROM agent_memory_chunks c
+                       WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
+                         AND c.memory_id = m.id AND (m.is_active OR $4)
+                         AND c.byte_start >= f.first AND c.byte_start < f.first + $5
+                         AND c.line_end >= $2 AND c.line_start <= $2 + $3 - 1
+                       OFFSET 0
+                   ) c ON true
+                   WHERE m.tenant_id = current_setting('mnemo.tenant')
+                     AND m.user_id = current_setting('mnemo.user') AND m.memory_key = $1
+                   ORDER BY c.byte_start"#,
+                key,
+                start as i64,
+                count as i64,
+                include_inactive,
+                (limits.max_page_bytes + CHUNK_BYTES as u64) as i64
+            )
+            .fetch_all(&mut *conn)
+            .await?
         }
     };
     let Some(first) = rows.first() else {

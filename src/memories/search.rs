@@ -246,6 +246,7 @@ async fn keyword_candidates(
          ), {BEST}",
         admitted = admitted("h.memory_id"),
     );
+    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
         .bind(&text.none);
@@ -291,6 +292,7 @@ async fn exact_keyword_candidates(
          ), {ranking}, {BEST}",
         memories()
     );
+    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
         .bind(&text.none);
@@ -331,6 +333,7 @@ async fn vector_candidates(
          ORDER BY memory_id, score DESC",
         admitted = admitted("v.memory_id")
     );
+    // Runtime: it binds pgvector's `vector` and names the embedder's dimension in its text.
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(pgvector::Vector::from(vector.values.clone()))
         .bind(&vector.model_id);
@@ -359,6 +362,7 @@ async fn neighbours(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
+    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
     let rows: Vec<(Uuid, Option<Uuid>, Option<Uuid>)> = sqlx::query_as(
         "SELECT m.id,
                 (SELECT p.id FROM agent_memories p
@@ -476,6 +480,7 @@ pub async fn search_memory(
         "StartSel=\"{START_SEL}\", StopSel=\"{STOP_SEL}\", MaxWords=35, MinWords=12, \
          MaxFragments=2, FragmentDelimiter=\" … \""
     );
+    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
     let shown = sqlx::query_as::<_, Shown>(
         "WITH q AS (
              SELECT websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS q

@@ -266,7 +266,7 @@ fn generate_key(memory_type: &str) -> String {
     format!("{prefix}{}", hex(&digest[..6]))
 }
 
-#[derive(sqlx::FromRow)]
+/// What a write returns of the memory row.
 struct Written {
     version: i32,
     created_at: DateTime<Utc>,
@@ -310,8 +310,9 @@ async fn insert(conn: &mut Scoped, p: &Prepared, key: &str) -> ApiResult<Option<
     // The chunks are queued for embedding in the same statement that writes them.
     let queue = conn.queues_embeddings();
     let columns = ChunkColumns::of(p);
-    let written = sqlx::query_as::<_, Written>(
-        "WITH m AS (
+    let written = sqlx::query_as!(
+        Written,
+        r#"WITH m AS (
              INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, agent_id, thread_id,
                  memory_type, summary, content_metadata, size_bytes, line_count, token_count,
                  content_sha256, chunk_count)
@@ -330,26 +331,26 @@ async fn insert(conn: &mut Scoped, p: &Prepared, key: &str) -> ApiResult<Option<
              INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
              SELECT m.tenant_id, m.user_id, 'memory', m.id FROM m WHERE $18
          )
-         SELECT version, created_at, updated_at FROM m",
+         SELECT version, created_at, updated_at FROM m"#,
+        Uuid::now_v7(),
+        key,
+        p.agent_id,
+        p.thread_id,
+        p.memory_type,
+        p.summary,
+        p.metadata,
+        p.size_bytes,
+        p.line_count,
+        p.token_count,
+        p.sha256,
+        i32::try_from(p.chunks.len()).unwrap_or(i32::MAX),
+        &columns.byte_starts,
+        &columns.byte_lens,
+        &columns.line_starts,
+        &columns.line_ends,
+        &columns.texts as &[&str],
+        queue
     )
-    .bind(Uuid::now_v7())
-    .bind(key)
-    .bind(&p.agent_id)
-    .bind(&p.thread_id)
-    .bind(&p.memory_type)
-    .bind(&p.summary)
-    .bind(&p.metadata)
-    .bind(p.size_bytes)
-    .bind(p.line_count)
-    .bind(p.token_count)
-    .bind(&p.sha256)
-    .bind(i32::try_from(p.chunks.len()).unwrap_or(i32::MAX))
-    .bind(&columns.byte_starts)
-    .bind(&columns.byte_lens)
-    .bind(&columns.line_starts)
-    .bind(&columns.line_ends)
-    .bind(&columns.texts)
-    .bind(queue)
     .fetch_optional(&mut *conn)
     .await?;
     Ok(written)
@@ -404,7 +405,7 @@ pub async fn create(conn: &mut Scoped, p: &Prepared) -> ApiResult<StoredMemory> 
     )))
 }
 
-#[derive(sqlx::FromRow)]
+/// The memory row a `PUT` finds under its key.
 struct Existing {
     id: Uuid,
     summary: String,
@@ -425,15 +426,16 @@ pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<Sto
     check_key("key", key)?;
     // Two rounds: a concurrent PUT may insert the key between our look-up and our insert.
     for _ in 0..2 {
-        let existing = sqlx::query_as::<_, Existing>(
+        let existing = sqlx::query_as!(
+            Existing,
             "SELECT id, summary, memory_type, agent_id, thread_id, content_metadata,
                     content_sha256, size_bytes, version, is_active
              FROM agent_memories
              WHERE tenant_id = current_setting('mnemo.tenant')
                AND user_id = current_setting('mnemo.user') AND memory_key = $1
              FOR UPDATE",
+            key
         )
-        .bind(key)
         .fetch_optional(&mut *conn)
         .await?;
         let Some(old) = existing else {
@@ -455,12 +457,13 @@ pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<Sto
             && old.content_metadata == p.metadata;
         if old.content_sha256 == p.sha256 {
             if same_fields && old.is_active {
-                let written = sqlx::query_as::<_, Written>(
+                let written = sqlx::query_as!(
+                    Written,
                     "SELECT version, created_at, updated_at FROM agent_memories
                      WHERE tenant_id = current_setting('mnemo.tenant')
                        AND user_id = current_setting('mnemo.user') AND id = $1",
+                    old.id
                 )
-                .bind(old.id)
                 .fetch_one(&mut *conn)
                 .await?;
                 return Ok(stored(
@@ -471,7 +474,8 @@ pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<Sto
                     None,
                 ));
             }
-            let written = sqlx::query_as::<_, Written>(
+            let written = sqlx::query_as!(
+                Written,
                 "UPDATE agent_memories
                  SET summary = $2, memory_type = $3, agent_id = $4, thread_id = $5,
                      content_metadata = $6, is_active = true, version = version + 1,
@@ -479,13 +483,13 @@ pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<Sto
                  WHERE tenant_id = current_setting('mnemo.tenant')
                    AND user_id = current_setting('mnemo.user') AND id = $1
                  RETURNING version, created_at, updated_at",
+                old.id,
+                p.summary,
+                p.memory_type,
+                p.agent_id,
+                p.thread_id,
+                p.metadata
             )
-            .bind(old.id)
-            .bind(&p.summary)
-            .bind(&p.memory_type)
-            .bind(&p.agent_id)
-            .bind(&p.thread_id)
-            .bind(&p.metadata)
             .fetch_one(&mut *conn)
             .await?;
             return Ok(stored(
@@ -518,17 +522,18 @@ pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<Sto
 /// Swaps the content of memory `id` for `p`'s: old chunks out, row updated, new chunks in.
 async fn replace(conn: &mut Scoped, id: Uuid, p: &Prepared) -> ApiResult<Written> {
     let queue = conn.queues_embeddings();
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM agent_memory_chunks
          WHERE tenant_id = current_setting('mnemo.tenant')
            AND user_id = current_setting('mnemo.user') AND memory_id = $1",
+        id
     )
-    .bind(id)
     .execute(&mut *conn)
     .await?;
     let columns = ChunkColumns::of(p);
-    let written = sqlx::query_as::<_, Written>(
-        "WITH m AS (
+    let written = sqlx::query_as!(
+        Written,
+        r#"WITH m AS (
              UPDATE agent_memories
              SET summary = $2, memory_type = $3, agent_id = $4, thread_id = $5,
                  content_metadata = $6, size_bytes = $7, line_count = $8, token_count = $9,
@@ -548,25 +553,25 @@ async fn replace(conn: &mut Scoped, id: Uuid, p: &Prepared) -> ApiResult<Written
              INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
              SELECT m.tenant_id, m.user_id, 'memory', m.id FROM m WHERE $17
          )
-         SELECT version, created_at, updated_at FROM m",
+         SELECT version, created_at, updated_at FROM m"#,
+        id,
+        p.summary,
+        p.memory_type,
+        p.agent_id,
+        p.thread_id,
+        p.metadata,
+        p.size_bytes,
+        p.line_count,
+        p.token_count,
+        p.sha256,
+        i32::try_from(p.chunks.len()).unwrap_or(i32::MAX),
+        &columns.byte_starts,
+        &columns.byte_lens,
+        &columns.line_starts,
+        &columns.line_ends,
+        &columns.texts as &[&str],
+        queue
     )
-    .bind(id)
-    .bind(&p.summary)
-    .bind(&p.memory_type)
-    .bind(&p.agent_id)
-    .bind(&p.thread_id)
-    .bind(&p.metadata)
-    .bind(p.size_bytes)
-    .bind(p.line_count)
-    .bind(p.token_count)
-    .bind(&p.sha256)
-    .bind(i32::try_from(p.chunks.len()).unwrap_or(i32::MAX))
-    .bind(&columns.byte_starts)
-    .bind(&columns.byte_lens)
-    .bind(&columns.line_starts)
-    .bind(&columns.line_ends)
-    .bind(&columns.texts)
-    .bind(queue)
     .fetch_one(&mut *conn)
     .await?;
     Ok(written)
@@ -597,6 +602,7 @@ pub(super) fn inactive(key: &str) -> ApiError {
     .with("is_active", false)
 }
 
+/// A memory row without its content, as a list shows it.
 #[derive(sqlx::FromRow)]
 struct InfoRow {
     id: Uuid,
@@ -659,6 +665,7 @@ pub async fn list_memories(conn: &mut Scoped, query: &ListQuery) -> ApiResult<Me
     }
     let cursor = crate::pagination::position::<Uuid>(query.cursor.as_deref())?;
     let metadata = metadata_filter("metadata", query.metadata.as_deref())?;
+    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
     let rows = sqlx::query_as::<_, InfoRow>(
         "SELECT id, memory_key, summary, memory_type, agent_id, thread_id, content_metadata,
                 size_bytes, line_count, token_count, content_sha256, version, is_active,
@@ -699,16 +706,25 @@ pub async fn list_memories(conn: &mut Scoped, query: &ListQuery) -> ApiResult<Me
 /// `DELETE /api/memories/{key}`: soft (inactive, hidden from list and search) or hard (the row and
 /// its chunks removed). 404 when there is no such key.
 pub async fn delete_memory(conn: &mut Scoped, key: &str, hard: bool) -> ApiResult<()> {
-    let sql = if hard {
-        "DELETE FROM agent_memories
-         WHERE tenant_id = current_setting('mnemo.tenant')
-           AND user_id = current_setting('mnemo.user') AND memory_key = $1"
+    let done = if hard {
+        sqlx::query!(
+            "DELETE FROM agent_memories
+             WHERE tenant_id = current_setting('mnemo.tenant')
+               AND user_id = current_setting('mnemo.user') AND memory_key = $1",
+            key
+        )
+        .execute(&mut *conn)
+        .await?
     } else {
-        "UPDATE agent_memories SET is_active = false, updated_at = now()
-         WHERE tenant_id = current_setting('mnemo.tenant')
-           AND user_id = current_setting('mnemo.user') AND memory_key = $1"
+        sqlx::query!(
+            "UPDATE agent_memories SET is_active = false, updated_at = now()
+             WHERE tenant_id = current_setting('mnemo.tenant')
+               AND user_id = current_setting('mnemo.user') AND memory_key = $1",
+            key
+        )
+        .execute(&mut *conn)
+        .await?
     };
-    let done = sqlx::query(sql).bind(key).execute(&mut *conn).await?;
     if done.rows_affected() == 0 {
         return Err(not_found(key));
     }

@@ -35,22 +35,22 @@ pub struct MemoryRecord {
     pub updated_at: DateTime<Utc>,
 }
 
-const COLUMNS: &str = "id, memory_key AS key, agent_id, thread_id, memory_type, summary, \
-                       content_metadata AS metadata, version, is_active, size_bytes, \
-                       content_sha256, created_at, updated_at";
-
 /// The caller's memories after `after` in id order, at most `limit`.
 pub async fn page(
     conn: &mut Scoped,
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<MemoryRecord>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM agent_memories
+    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
+    sqlx::query_as::<_, MemoryRecord>(
+        "SELECT id, memory_key AS key, agent_id, thread_id, memory_type, summary,
+                content_metadata AS metadata, version, is_active, size_bytes,
+                content_sha256, created_at, updated_at
+         FROM agent_memories
          WHERE tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')
            AND ($1::uuid IS NULL OR id > $1)
-         ORDER BY id LIMIT $2"
-    ))
+         ORDER BY id LIMIT $2",
+    )
     .bind(after)
     .bind(limit)
     .fetch_all(conn)
@@ -59,13 +59,13 @@ pub async fn page(
 
 /// The whole content of memory `id` (its chunks in order).
 pub async fn content(conn: &mut Scoped, id: Uuid) -> Result<String, sqlx::Error> {
-    let pieces: Vec<String> = sqlx::query_scalar(
+    let pieces = sqlx::query_scalar!(
         "SELECT content FROM agent_memory_chunks
          WHERE tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')
            AND memory_id = $1
          ORDER BY byte_start",
+        id
     )
-    .bind(id)
     .fetch_all(conn)
     .await?;
     Ok(pieces.concat())
@@ -160,7 +160,7 @@ pub async fn restore(
         Value::Object(_) => record.metadata.clone(),
         _ => Value::Object(Map::new()),
     };
-    sqlx::query(
+    sqlx::query!(
         "WITH m AS (
              INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, agent_id, thread_id,
                  memory_type, summary, content_metadata, size_bytes, line_count, token_count,
@@ -178,29 +178,29 @@ pub async fn restore(
          )
          INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
          SELECT m.tenant_id, m.user_id, 'memory', m.id FROM m WHERE $22",
+        record.id,
+        record.key,
+        record.agent_id,
+        record.thread_id,
+        record.memory_type,
+        record.summary,
+        metadata,
+        record.size_bytes,
+        to_i64(line_count),
+        to_i64(tokens),
+        record.content_sha256.to_ascii_lowercase(),
+        i32::try_from(pieces.len()).unwrap_or(i32::MAX),
+        record.version,
+        record.is_active,
+        record.created_at,
+        record.updated_at,
+        &byte_starts,
+        &byte_lens,
+        &line_starts,
+        &line_ends,
+        &texts as &[&str],
+        embed
     )
-    .bind(record.id)
-    .bind(&record.key)
-    .bind(&record.agent_id)
-    .bind(&record.thread_id)
-    .bind(&record.memory_type)
-    .bind(&record.summary)
-    .bind(&metadata)
-    .bind(record.size_bytes)
-    .bind(to_i64(line_count))
-    .bind(to_i64(tokens))
-    .bind(record.content_sha256.to_ascii_lowercase())
-    .bind(i32::try_from(pieces.len()).unwrap_or(i32::MAX))
-    .bind(record.version)
-    .bind(record.is_active)
-    .bind(record.created_at)
-    .bind(record.updated_at)
-    .bind(&byte_starts)
-    .bind(&byte_lens)
-    .bind(&line_starts)
-    .bind(&line_ends)
-    .bind(&texts)
-    .bind(embed)
     .execute(conn)
     .await?;
     Ok(())

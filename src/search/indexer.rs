@@ -68,7 +68,7 @@ impl IndexerStats {
     }
 }
 
-#[derive(sqlx::FromRow)]
+/// An outbox row claimed by a pass.
 struct Claimed {
     tenant_id: String,
     user_id: String,
@@ -83,7 +83,6 @@ struct Claimed {
 }
 
 /// A text to embed and where its vector goes.
-#[derive(sqlx::FromRow)]
 struct Text {
     tenant_id: String,
     user_id: String,
@@ -133,7 +132,7 @@ pub async fn prepare_schema(db: &Db, embedder: &Embedder) -> Result<(), String> 
     let mut tx = begin(db, Job::Schema)
         .await
         .map_err(|e| format!("checking for pgvector failed: {e}"))?;
-    let ready: bool = sqlx::query_scalar("SELECT mnemo_create_vector_tables()")
+    let ready = sqlx::query_scalar!(r#"SELECT mnemo_create_vector_tables() AS "ready!""#)
         .fetch_one(&mut tx)
         .await
         .map_err(|e| format!("checking for pgvector failed: {e}"))?;
@@ -148,15 +147,15 @@ pub async fn prepare_schema(db: &Db, embedder: &Embedder) -> Result<(), String> 
     // it one.
     for table in ["memory_vectors", "message_vectors", "task_vectors"] {
         let name = format!("{table}_hnsw_{}", short_hash(embedder.model_id()));
-        let statement: String = sqlx::query_scalar(
+        let statement = sqlx::query_scalar!(
             "SELECT format('CREATE INDEX IF NOT EXISTS %I ON %I USING hnsw \
                             ((embedding::vector(%s)) vector_cosine_ops) WHERE model = %L',
-                           $1, $2, $3, $4)",
+                           $1::text, $2::text, $3::text, $4::text) AS \"statement!\"",
+            name,
+            table,
+            embedder.dimensions().to_string(),
+            embedder.model_id()
         )
-        .bind(&name)
-        .bind(table)
-        .bind(embedder.dimensions().to_string())
-        .bind(embedder.model_id())
         .fetch_one(&mut tx)
         .await
         .map_err(|e| format!("preparing the vector index failed: {e}"))?;
@@ -175,7 +174,7 @@ pub async fn prepare_schema(db: &Db, embedder: &Embedder) -> Result<(), String> 
 pub async fn backfill(db: &Db, embedder: &Embedder) -> Result<u64, sqlx::Error> {
     // One replica queues at a time; the others find the rows already there.
     let mut tx = begin(db, Job::Backfill).await?;
-    let queued = sqlx::query(
+    let queued = sqlx::query!(
         "INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
          SELECT m.tenant_id, m.user_id, 'memory', m.id FROM agent_memories m
          WHERE NOT EXISTS (
@@ -186,12 +185,12 @@ pub async fn backfill(db: &Db, embedder: &Embedder) -> Result<u64, sqlx::Error> 
                  SELECT 1 FROM embedding_outbox o
                  WHERE o.tenant_id = m.tenant_id AND o.user_id = m.user_id
                    AND o.kind = 'memory' AND o.memory_id = m.id)",
+        embedder.model_id()
     )
-    .bind(embedder.model_id())
     .execute(&mut tx)
     .await?
     .rows_affected();
-    let messages = sqlx::query(
+    let messages = sqlx::query!(
         "INSERT INTO embedding_outbox (tenant_id, user_id, kind, session_id, message_id)
          SELECT m.tenant_id, m.user_id, 'message', m.session_id, m.message_id
          FROM conversation_messages m
@@ -206,15 +205,23 @@ pub async fn backfill(db: &Db, embedder: &Embedder) -> Result<u64, sqlx::Error> 
                  WHERE o.tenant_id = m.tenant_id AND o.user_id = m.user_id
                    AND o.kind = 'message' AND o.session_id = m.session_id
                    AND o.message_id = m.message_id)",
+        embedder.model_id()
     )
-    .bind(embedder.model_id())
     .execute(&mut tx)
     .await?
     .rows_affected();
-    let items = sqlx::query(&format!(
+    // `i`: the items of [`TASK_ITEMS`], written out.
+    let items = sqlx::query!(
         "INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
          SELECT i.tenant_id, i.user_id, 'task', i.task_id, i.source, i.seq
-         FROM ({TASK_ITEMS}) i
+         FROM (
+             SELECT tenant_id, user_id, task_id, 'message' AS source, seq::int8 AS seq
+             FROM task_messages WHERE btrim(content) <> ''
+             UNION ALL SELECT tenant_id, user_id, task_id, 'event', seq FROM task_events
+             UNION ALL SELECT tenant_id, user_id, task_id, 'snapshot', seq FROM task_snapshots
+             UNION ALL SELECT DISTINCT tenant_id, user_id, task_id, 'step', seq::int8
+             FROM task_step_texts WHERE btrim(content) <> ''
+         ) i
          WHERE NOT EXISTS (
                  SELECT 1 FROM task_vectors v
                  WHERE v.tenant_id = i.tenant_id AND v.user_id = i.user_id
@@ -225,9 +232,9 @@ pub async fn backfill(db: &Db, embedder: &Embedder) -> Result<u64, sqlx::Error> 
                  SELECT 1 FROM embedding_outbox o
                  WHERE o.tenant_id = i.tenant_id AND o.user_id = i.user_id
                    AND o.kind = 'task' AND o.task_id = i.task_id
-                   AND o.task_source = i.source AND o.task_seq = i.seq)"
-    ))
-    .bind(embedder.model_id())
+                   AND o.task_source = i.source AND o.task_seq = i.seq)",
+        embedder.model_id()
+    )
     .execute(&mut tx)
     .await?
     .rows_affected();
@@ -236,7 +243,9 @@ pub async fn backfill(db: &Db, embedder: &Embedder) -> Result<u64, sqlx::Error> 
 }
 
 /// Every item of task history that gets a vector, as outbox rows would name it: messages,
-/// events, snapshots, and steps that have text. (Under row-level security, the caller's.)
+/// events, snapshots, and steps that have text. (Under row-level security, the caller's.) The
+/// backfill and [`requeue_all`] write this list out in their statements (which the macros
+/// check); a change here goes there too.
 pub(crate) const TASK_ITEMS: &str = "
     SELECT tenant_id, user_id, task_id, 'message' AS source, seq::int8 AS seq FROM task_messages
     WHERE btrim(content) <> ''
@@ -249,38 +258,46 @@ pub(crate) const TASK_ITEMS: &str = "
 /// again (`mnemo reindex`).
 pub async fn requeue_all(db: &Db) -> Result<u64, sqlx::Error> {
     let mut tx = begin(db, Job::Backfill).await?;
-    sqlx::query("DELETE FROM memory_vectors")
+    sqlx::query!("DELETE FROM memory_vectors")
         .execute(&mut tx)
         .await?;
-    sqlx::query("DELETE FROM message_vectors")
+    sqlx::query!("DELETE FROM message_vectors")
         .execute(&mut tx)
         .await?;
-    sqlx::query("DELETE FROM task_vectors")
+    sqlx::query!("DELETE FROM task_vectors")
         .execute(&mut tx)
         .await?;
-    sqlx::query("DELETE FROM embedding_outbox")
+    sqlx::query!("DELETE FROM embedding_outbox")
         .execute(&mut tx)
         .await?;
-    let queued = sqlx::query(
+    let queued = sqlx::query!(
         "INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
-         SELECT tenant_id, user_id, 'memory', id FROM agent_memories",
+         SELECT tenant_id, user_id, 'memory', id FROM agent_memories"
     )
     .execute(&mut tx)
     .await?
     .rows_affected();
     let queued = queued
-        + sqlx::query(
+        + sqlx::query!(
             "INSERT INTO embedding_outbox (tenant_id, user_id, kind, session_id, message_id)
              SELECT tenant_id, user_id, 'message', session_id, message_id
-             FROM conversation_messages WHERE sender IN ('user', 'ai') AND text <> ''",
+             FROM conversation_messages WHERE sender IN ('user', 'ai') AND text <> ''"
         )
         .execute(&mut tx)
         .await?
         .rows_affected()
-        + sqlx::query(&format!(
+        // The items of [`TASK_ITEMS`], written out.
+        + sqlx::query!(
             "INSERT INTO embedding_outbox (tenant_id, user_id, kind, task_id, task_source, task_seq)
-             SELECT tenant_id, user_id, 'task', task_id, source, seq FROM ({TASK_ITEMS}) i"
-        ))
+             SELECT tenant_id, user_id, 'task', task_id, source, seq FROM (
+                 SELECT tenant_id, user_id, task_id, 'message' AS source, seq::int8 AS seq
+                 FROM task_messages WHERE btrim(content) <> ''
+                 UNION ALL SELECT tenant_id, user_id, task_id, 'event', seq FROM task_events
+                 UNION ALL SELECT tenant_id, user_id, task_id, 'snapshot', seq FROM task_snapshots
+                 UNION ALL SELECT DISTINCT tenant_id, user_id, task_id, 'step', seq::int8
+                 FROM task_step_texts WHERE btrim(content) <> ''
+             ) i"
+        )
         .execute(&mut tx)
         .await?
         .rows_affected();
@@ -291,7 +308,7 @@ pub async fn requeue_all(db: &Db) -> Result<u64, sqlx::Error> {
 /// Rows waiting in the outbox (due or not).
 pub async fn backlog(db: &Db) -> Result<u64, sqlx::Error> {
     let mut tx = begin(db, Job::Indexer).await?;
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM embedding_outbox")
+    let n = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM embedding_outbox"#)
         .fetch_one(&mut tx)
         .await?;
     tx.commit().await?;
@@ -316,7 +333,8 @@ pub async fn run_once(db: &Db, embedder: &Embedder, stats: &IndexerStats) -> Pas
 
 async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, String> {
     let mut tx = begin(db, Job::Indexer).await.map_err(|e| e.to_string())?;
-    let claimed = sqlx::query_as::<_, Claimed>(
+    let claimed = sqlx::query_as!(
+        Claimed,
         "SELECT tenant_id, user_id, id, kind, memory_id, session_id, message_id, task_id,
                 task_source, task_seq
          FROM embedding_outbox
@@ -324,8 +342,8 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
          ORDER BY not_before, id
          LIMIT $1
          FOR UPDATE SKIP LOCKED",
+        BATCH_ROWS
     )
-    .bind(BATCH_ROWS)
     .fetch_all(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
@@ -351,11 +369,14 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
     let (t_tenants, t_users, t_ids, t_sources, t_seqs) = tasks.columns();
     // The text of each claimed row that still exists (a deleted memory or message has nothing
     // left to embed; its row just goes, and so do the vectors of a message left without text).
-    let texts = sqlx::query_as::<_, Text>(
-        "SELECT DISTINCT c.tenant_id, c.user_id, c.memory_id, c.byte_start,
-                NULL::text AS session_id, NULL::text AS message_id, NULL::uuid AS task_id,
-                NULL::text AS task_source, NULL::int8 AS task_seq, NULL::int4 AS part_index,
-                NULL::int4 AS char_offset, left(c.content, $4) AS content,
+    let texts = sqlx::query_as!(
+        Text,
+        r#"SELECT DISTINCT c.tenant_id AS "tenant_id!", c.user_id AS "user_id!",
+                c.memory_id AS "memory_id?", c.byte_start AS "byte_start?",
+                NULL::text AS "session_id?", NULL::text AS "message_id?", NULL::uuid AS "task_id?",
+                NULL::text AS "task_source?", NULL::int8 AS "task_seq?",
+                NULL::int4 AS "part_index?", NULL::int4 AS "char_offset?",
+                left(c.content, $4) AS "content!",
                 CASE WHEN c.byte_start > 0 THEN (
                     SELECT right(p.content, $10) FROM agent_memory_chunks p
                     WHERE p.tenant_id = c.tenant_id AND p.user_id = c.user_id
@@ -380,7 +401,7 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
                     ) pc ON true
                     WHERE me.tenant_id = c.tenant_id AND me.user_id = c.user_id
                       AND me.id = c.memory_id
-                ) END AS context
+                ) END AS "context?"
          FROM unnest($1::text[], $2::text[], $3::uuid[]) AS o(tenant_id, user_id, memory_id)
          JOIN LATERAL (
              SELECT * FROM agent_memory_chunks c
@@ -445,23 +466,23 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
               ORDER BY t.part_index, t.chunk
               LIMIT $5)
          ) x ON true
-         WHERE btrim(x.content) <> ''",
+         WHERE btrim(x.content) <> ''"#,
+        &m_tenants as &[&str],
+        &m_users as &[&str],
+        &m_ids,
+        i32::try_from(MAX_CHARS).unwrap_or(i32::MAX),
+        MAX_CHUNKS_PER_MEMORY,
+        &s_tenants as &[&str],
+        &s_users as &[&str],
+        &s_sessions as &[&str],
+        &s_messages as &[&str],
+        CONTEXT_CHARS,
+        &t_tenants as &[&str],
+        &t_users as &[&str],
+        &t_ids,
+        &t_sources as &[&str],
+        &t_seqs
     )
-    .bind(&m_tenants)
-    .bind(&m_users)
-    .bind(&m_ids)
-    .bind(i32::try_from(MAX_CHARS).unwrap_or(i32::MAX))
-    .bind(MAX_CHUNKS_PER_MEMORY)
-    .bind(&s_tenants)
-    .bind(&s_users)
-    .bind(&s_sessions)
-    .bind(&s_messages)
-    .bind(CONTEXT_CHARS)
-    .bind(&t_tenants)
-    .bind(&t_users)
-    .bind(&t_ids)
-    .bind(&t_sources)
-    .bind(&t_seqs)
     .fetch_all(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
@@ -511,15 +532,15 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
         Ok(vectors) => vectors,
         Err(err) => {
             // Schedule the rows again, later each time; the claim ends with this commit.
-            sqlx::query(
+            sqlx::query!(
                 "UPDATE embedding_outbox
                  SET attempts = attempts + 1, last_error = left($2, 1000),
                      not_before = now() + make_interval(secs => least($3, 2 ^ least(attempts, 20)))
                  WHERE id = ANY($1)",
+                &ids,
+                err,
+                MAX_BACKOFF_SECS as f64
             )
-            .bind(&ids)
-            .bind(&err)
-            .bind(MAX_BACKOFF_SECS as f64)
             .execute(&mut tx)
             .await
             .map_err(|e| e.to_string())?;
@@ -529,16 +550,16 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
     };
 
     let model = embedder.model_id();
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM memory_vectors v
          USING unnest($1::text[], $2::text[], $3::uuid[]) AS o(tenant_id, user_id, memory_id)
          WHERE v.tenant_id = o.tenant_id AND v.user_id = o.user_id
            AND v.memory_id = o.memory_id AND v.model = $4",
+        &m_tenants as &[&str],
+        &m_users as &[&str],
+        &m_ids,
+        model
     )
-    .bind(&m_tenants)
-    .bind(&m_users)
-    .bind(&m_ids)
-    .bind(model)
     .execute(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
@@ -560,24 +581,24 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
         .iter()
         .filter_map(|c| c.message_id.as_deref())
         .collect();
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM message_vectors v
          USING unnest($1::text[], $2::text[], $3::text[], $4::text[])
                AS o(tenant_id, user_id, session_id, message_id)
          WHERE v.tenant_id = o.tenant_id AND v.user_id = o.user_id
            AND v.session_id = o.session_id AND v.message_id = o.message_id AND v.model = $5",
+        &s_tenants as &[&str],
+        &s_users as &[&str],
+        &s_sessions as &[&str],
+        &s_messages as &[&str],
+        model
     )
-    .bind(&s_tenants)
-    .bind(&s_users)
-    .bind(&s_sessions)
-    .bind(&s_messages)
-    .bind(model)
     .execute(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
     let tasks = TaskItems::of(claimed.iter());
     let (t_tenants, t_users, t_ids, t_sources, t_seqs) = tasks.columns();
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM task_vectors v
          USING unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::int8[])
                AS o(tenant_id, user_id, task_id, source, seq)
@@ -585,13 +606,13 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
            AND v.seq = o.seq AND v.model = $6
            AND (v.source = o.source
                 OR (o.source = 'step' AND v.source IN ('step_text', 'tool_result')))",
+        &t_tenants as &[&str],
+        &t_users as &[&str],
+        &t_ids,
+        &t_sources as &[&str],
+        &t_seqs,
+        model
     )
-    .bind(&t_tenants)
-    .bind(&t_users)
-    .bind(&t_ids)
-    .bind(&t_sources)
-    .bind(&t_seqs)
-    .bind(model)
     .execute(&mut tx)
     .await
     .map_err(|e| e.to_string())?;
@@ -610,6 +631,7 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
         group.push((t, with_context, v));
     }
     if !chunks.is_empty() {
+        // Runtime: it binds pgvector's `vector[]`, a type sqlx's macros do not know.
         sqlx::query(
             "INSERT INTO memory_vectors
                  (tenant_id, user_id, memory_id, byte_start, model, with_context, embedding)
@@ -631,6 +653,7 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
         .map_err(|e| e.to_string())?;
     }
     if !notes.is_empty() {
+        // Runtime: it binds pgvector's `vector[]`, a type sqlx's macros do not know.
         sqlx::query(
             "INSERT INTO message_vectors
                  (tenant_id, user_id, session_id, message_id, model, with_context, embedding)
@@ -652,6 +675,7 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
         .map_err(|e| e.to_string())?;
     }
     if !items.is_empty() {
+        // Runtime: it binds pgvector's `vector[]`, a type sqlx's macros do not know.
         sqlx::query(
             "INSERT INTO task_vectors (tenant_id, user_id, task_id, source, seq, part_index,
                                        char_offset, model, with_context, embedding)
@@ -679,8 +703,7 @@ async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, St
         .await
         .map_err(|e| e.to_string())?;
     }
-    sqlx::query("DELETE FROM embedding_outbox WHERE id = ANY($1)")
-        .bind(&ids)
+    sqlx::query!("DELETE FROM embedding_outbox WHERE id = ANY($1)", &ids)
         .execute(&mut tx)
         .await
         .map_err(|e| e.to_string())?;

@@ -82,11 +82,11 @@ pub struct QueryVector {
 /// nested loops that walk every row of the caller, measured at 7× slower) and pgvector's iterative
 /// index scans (so row-level security and filters never shorten a nearest-neighbour list).
 pub async fn begin_search(conn: &mut Scoped) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "SELECT set_config('plan_cache_mode', 'force_custom_plan', true),
-                set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+    sqlx::query!(
+        "SELECT set_config('plan_cache_mode', 'force_custom_plan', true) AS plan_cache_mode,
+                set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan"
     )
-    .execute(conn)
+    .fetch_one(conn)
     .await?;
     Ok(())
 }

@@ -157,6 +157,7 @@ pub async fn sample_terms(
     sql: &str,
     text: &TextQuery,
 ) -> Result<Vec<TermSample>, sqlx::Error> {
+    // Runtime: the text is each search's own (see `term_sample_sql`), not a literal here.
     sqlx::query_as::<_, TermSample>(sql)
         .bind(&text.any)
         .bind(&text.none)
