@@ -126,10 +126,33 @@ impl SessionAppends {
 
 /// Writes `first`, then each group that arrived meanwhile, until none is waiting.
 async fn write_session(state: AppState, caller: Caller, key: SessionKey, first: Pending) {
+    let mut leading = Leading {
+        appends: &state.session_appends,
+        key: &key,
+        idle: false,
+    };
     let mut group = vec![first];
     while !group.is_empty() {
         write_group(&state, &caller, &key.session, group).await;
         group = state.session_appends.next_group(&key);
+    }
+    leading.idle = true;
+}
+
+/// Should the job writing a session's archives end before the session is idle (a panic), the
+/// session is released and its waiting archives answered with an error rather than left waiting.
+struct Leading<'a> {
+    appends: &'a SessionAppends,
+    key: &'a SessionKey,
+    idle: bool,
+}
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        if !self.idle {
+            let mut busy = self.appends.busy.lock().unwrap_or_else(|e| e.into_inner());
+            busy.remove(self.key);
+        }
     }
 }
 
