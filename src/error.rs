@@ -127,6 +127,11 @@ impl ApiError {
         }
     }
 
+    /// Whether this answers 404.
+    pub fn is_not_found(&self) -> bool {
+        self.status_code() == StatusCode::NOT_FOUND
+    }
+
     /// The `field` member of a 422, if any.
     pub fn field(&self) -> Option<&str> {
         match self {

@@ -2,13 +2,14 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
 use super::model::*;
-use super::{required_text, store, stuck, summary, workspace};
+use super::service::log;
+use super::store;
 use crate::access::{Reader, Writer};
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
 use crate::pagination;
@@ -33,51 +34,12 @@ pub async fn post_events(
     idem: Idempotency,
     Json(body): Json<NewEvents>,
 ) -> ApiResult<Response> {
-    let max = state.config.tasks.max_batch_events;
-    if body.events.is_empty() {
-        return Err(ApiError::invalid("events", "`events` must not be empty"));
-    }
-    if body.events.len() > max {
-        return Err(ApiError::invalid(
-            "events",
-            format!(
-                "a batch has at most {max} events; this one has {}",
-                body.events.len()
-            ),
-        )
-        .with("limit", max));
-    }
-    for (i, event) in body.events.iter().enumerate() {
-        required_text(
-            &format!("events[{i}].step_narrative"),
-            &event.step_narrative,
-            100_000,
-        )?;
-        if matches!(&event.stage, Some(v) if !(v.is_number() || v.is_string() || v.is_null())) {
-            return Err(ApiError::invalid(
-                format!("events[{i}].stage"),
-                "`stage` is a number or a string",
-            ));
-        }
-        if event.duration_ms.is_some_and(|d| d < 0) {
-            return Err(ApiError::invalid(
-                format!("events[{i}].duration_ms"),
-                "`duration_ms` must not be negative",
-            ));
-        }
-    }
+    log::check_events(&state.config.tasks, &body.events)?;
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    let (first_seq, last_seq) = store::append_events(&mut tx, id, &body.events)
-        .await?
-        .ok_or_else(|| store::task_not_found(id))?;
-    let appended = Appended {
-        count: body.events.len(),
-        first_seq,
-        last_seq,
-    };
+    let appended = log::append_events(&mut tx, id, &body.events).await?;
     idem.commit(tx, (StatusCode::CREATED, axum::Json(appended)))
         .await
 }
@@ -126,51 +88,18 @@ pub async fn post_message(
     idem: Idempotency,
     Json(body): Json<NewMessage>,
 ) -> ApiResult<Response> {
-    let content = required_text("content", &body.content, 100_000)?;
-    let role = body.role.unwrap_or(Role::Agent);
-    let msg_type = body.msg_type.unwrap_or(MsgType::Text);
+    let post = log::MessagePost::parse(&body)?;
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    // A stuck alert takes the task's row lock first, so two alerts at once see each other.
-    let stuck_metadata = if msg_type == MsgType::Stuck {
-        let (metadata, _) = workspace::store::metadata_for_update(&mut tx, id)
-            .await?
-            .ok_or_else(|| store::task_not_found(id))?;
-        let cooldown = state.config.tasks.stuck_cooldown_secs;
-        let now = store::now(&mut tx).await?;
-        if let Some((last, ends)) = stuck::suppressed_until(&metadata, now, cooldown) {
-            let answer = StuckSuppressed {
-                suppressed: true,
-                last_stuck_alert_at: last,
-                cooldown_ends_at: ends,
-                cooldown_seconds: cooldown,
-            };
-            return idem.commit(tx, (StatusCode::OK, axum::Json(answer))).await;
-        }
-        Some(metadata)
-    } else {
-        None
+    let written = log::post_message(&mut tx, &state.config.tasks, id, &post).await?;
+    let response = match written.value {
+        log::Posted::Stored(message) => (StatusCode::CREATED, axum::Json(message)).into_response(),
+        log::Posted::Suppressed(answer) => (StatusCode::OK, axum::Json(answer)).into_response(),
     };
-    let (seq, covered, created_at) = store::append_message(&mut tx, id, role, msg_type, content)
-        .await?
-        .ok_or_else(|| store::task_not_found(id))?;
-    if let Some(mut metadata) = stuck_metadata {
-        stuck::record(&mut metadata, created_at);
-        workspace::store::save_metadata(&mut tx, id, metadata).await?;
-    }
-    let message = Message {
-        seq,
-        role,
-        msg_type,
-        content: content.to_owned(),
-        created_at,
-    };
-    let response = idem
-        .commit(tx, (StatusCode::CREATED, axum::Json(message)))
-        .await?;
-    summary::schedule(&state, &caller, id, seq, covered);
+    let response = idem.commit(tx, response).await?;
+    written.summary.schedule(&state, &caller, id);
     Ok(response)
 }
 
@@ -212,14 +141,12 @@ pub async fn post_snapshot(
     idem: Idempotency,
     Json(body): Json<NewSnapshot>,
 ) -> ApiResult<Response> {
-    required_text("label", &body.label, 200)?;
+    log::check_snapshot(&body)?;
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    let snapshot = store::append_snapshot(&mut tx, id, &body)
-        .await?
-        .ok_or_else(|| store::task_not_found(id))?;
+    let snapshot = log::add_snapshot(&mut tx, id, &body).await?;
     idem.commit(tx, (StatusCode::CREATED, axum::Json(snapshot)))
         .await
 }

@@ -18,6 +18,7 @@ pub mod model;
 pub mod plan;
 mod plan_routes;
 pub mod prompt;
+pub mod service;
 pub mod store;
 pub mod stuck;
 pub mod summary;
@@ -32,12 +33,7 @@ pub use task_routes::*;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::db::Scoped;
-use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use lifecycle::{Change, Illegal, Stamps};
-use model::*;
-use store::{TaskRow, TaskWrite};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -56,120 +52,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(post_message, list_messages))
         .routes(routes!(post_snapshot, list_snapshots))
         .merge(workspace::router())
-}
-
-fn illegal(err: Illegal) -> ApiError {
-    ApiError::conflict(err.detail())
-        .with("field", err.field)
-        .with("current", err.from)
-        .with("allowed", err.allowed)
-}
-
-fn plan_error(err: plan::PlanError) -> ApiError {
-    let detail = format!("invalid `{}`: {}", err.path, err.detail);
-    ApiError::invalid(err.path, detail)
-}
-
-/// A required, non-blank text field of at most `max` characters.
-fn required_text<'a>(field: &str, text: &'a str, max: usize) -> ApiResult<&'a str> {
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
-        return Err(ApiError::invalid(
-            field,
-            format!("`{field}` must not be empty"),
-        ));
-    }
-    if trimmed.chars().count() > max {
-        return Err(ApiError::invalid(
-            field,
-            format!("`{field}` is longer than {max} characters"),
-        ));
-    }
-    Ok(trimmed)
-}
-
-fn no_step(ordinal: i32, row: &TaskRow) -> ApiError {
-    if row.plan_version == 0 {
-        ApiError::not_found(format!("task {} has no plan yet", row.id))
-    } else {
-        ApiError::not_found(format!(
-            "plan v{} of task {} has no step {ordinal}",
-            row.plan_version, row.id
-        ))
-    }
-}
-
-fn no_change(row: &TaskRow) -> Change {
-    Change {
-        phase: row.phase(),
-        status: row.status(),
-        stamps: Stamps::default(),
-    }
-}
-
-fn write_for(row: &TaskRow, change: Change) -> TaskWrite {
-    TaskWrite {
-        phase: change.phase,
-        status: change.status,
-        stamps: change.stamps,
-        ..TaskWrite::from_row(row)
-    }
-}
-
-/// The lifecycle message recorded when a change moves the phase or status.
-fn lifecycle_note(row: &TaskRow, change: &Change) -> Option<String> {
-    let mut parts = Vec::new();
-    if change.status != row.status() {
-        parts.push(format!(
-            "status: {} → {}",
-            row.status().as_str(),
-            change.status.as_str()
-        ));
-    }
-    if change.phase != row.phase() {
-        parts.push(format!(
-            "phase: {} → {}",
-            row.phase().as_str(),
-            change.phase.as_str()
-        ));
-    }
-    (!parts.is_empty()).then(|| parts.join("; "))
-}
-
-async fn detail(tx: &mut Scoped, row: &TaskRow) -> ApiResult<TaskDetail> {
-    let plan = if row.plan_version > 0 {
-        store::plan(&mut *tx, row.id, row.plan_version).await?
-    } else {
-        None
-    };
-    let mut counts = store::item_counts(&mut *tx, row.id, row.plan_version).await?;
-    counts.plan_versions = row.plan_version;
-    counts.events = row.event_count;
-    counts.messages = row.message_count;
-    counts.snapshots = row.snapshot_count;
-    Ok(TaskDetail {
-        task: row.to_task(),
-        plan,
-        counts,
-    })
-}
-
-/// Records a lifecycle message and schedules the summary when the change moved anything.
-async fn note_change(
-    tx: &mut Scoped,
-    row: &TaskRow,
-    change: &Change,
-) -> ApiResult<Option<(i32, i32)>> {
-    match lifecycle_note(row, change) {
-        Some(note) => {
-            Ok(
-                store::append_message(tx, row.id, Role::System, MsgType::Lifecycle, &note)
-                    .await?
-                    .map(|(seq, covered, _)| (seq, covered)),
-            )
-        }
-        None => Ok(None),
-    }
 }
 
 #[cfg(test)]

@@ -6,11 +6,8 @@ use axum::response::Response;
 use uuid::Uuid;
 
 use super::model::*;
-use super::store::TaskWrite;
-use super::{
-    illegal, lifecycle, no_change, no_step, note_change, plan, plan_error, required_text, store,
-    summary, write_for,
-};
+use super::service::{no_step, plans, required_text};
+use super::store;
 use crate::access::{Reader, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
@@ -41,59 +38,14 @@ pub async fn put_plan(
     idem: Idempotency,
     Json(body): Json<PutPlan>,
 ) -> ApiResult<Response> {
-    let steps =
-        plan::parse(&body.plan, "plan", state.config.tasks.max_plan_steps).map_err(plan_error)?;
-    let reason = body
-        .reason
-        .as_deref()
-        .map(|r| required_text("reason", r, 10_000))
-        .transpose()?;
+    let replan = plans::Replan::parse(&state.config.tasks, &body)?;
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    let row = store::lock_task(&mut tx, id).await?;
-    let target = lifecycle::on_plan(row.phase(), row.status()).map_err(illegal)?;
-    let previous = if row.plan_version > 0 {
-        store::previous_items(&mut tx, id, row.plan_version).await?
-    } else {
-        Vec::new()
-    };
-    let carried = plan::rebase(&steps, &previous);
-    let version = row.plan_version + 1;
-    store::insert_plan(&mut tx, id, version, &body.plan, reason, &steps, &carried).await?;
-    let change = match target {
-        Some(phase) => {
-            lifecycle::apply(row.phase(), row.status(), Some(phase), None).map_err(illegal)?
-        }
-        None => no_change(&row),
-    };
-    let write = TaskWrite {
-        plan_version: Some(version),
-        ..write_for(&row, change)
-    };
-    store::save_task(&mut tx, id, &write).await?;
-    let kept = carried.iter().filter(|c| c.is_some()).count();
-    let note = format!(
-        "plan v{version}{}: {} steps, {kept} carried over from v{}{}",
-        if version > 1 { " (replan)" } else { "" },
-        steps.len(),
-        row.plan_version,
-        reason.map(|r| format!("; reason: {r}")).unwrap_or_default()
-    );
-    let mut latest = store::append_message(&mut tx, id, Role::System, MsgType::Plan, &note)
-        .await?
-        .map(|(seq, covered, _)| (seq, covered));
-    if let Some(appended) = note_change(&mut tx, &row, &change).await? {
-        latest = Some(appended);
-    }
-    let plan = store::plan(&mut tx, id, version)
-        .await?
-        .ok_or_else(|| store::task_not_found(id))?;
-    let response = idem.commit(tx, axum::Json(plan)).await?;
-    if let Some((seq, covered)) = latest {
-        summary::schedule(&state, &caller, id, seq, covered);
-    }
+    let written = plans::replan(&mut tx, id, &replan).await?;
+    let response = idem.commit(tx, axum::Json(written.value)).await?;
+    written.summary.schedule(&state, &caller, id);
     Ok(response)
 }
 
@@ -156,24 +108,10 @@ pub async fn patch_item(
     Json(body): Json<PatchItem>,
 ) -> ApiResult<axum::Json<PlanItem>> {
     let mut tx = caller.begin().await?;
-    let row = store::lock_task(&mut tx, id).await?;
-    let item = store::set_item_status(&mut tx, id, row.plan_version, ordinal, body.status)
-        .await?
-        .ok_or_else(|| no_step(ordinal, &row))?;
-    let change = match lifecycle::on_item_progress(row.phase()) {
-        Some(phase) if body.status != ItemStatus::Pending => {
-            lifecycle::apply(row.phase(), row.status(), Some(phase), None)
-                .unwrap_or_else(|_| no_change(&row))
-        }
-        _ => no_change(&row),
-    };
-    store::save_task(&mut tx, id, &write_for(&row, change)).await?;
-    let appended = note_change(&mut tx, &row, &change).await?;
+    let written = plans::set_step_status(&mut tx, id, ordinal, body.status).await?;
     tx.commit().await?;
-    if let Some((seq, covered)) = appended {
-        summary::schedule(&state, &caller, id, seq, covered);
-    }
-    Ok(axum::Json(item))
+    written.summary.schedule(&state, &caller, id);
+    Ok(axum::Json(written.value))
 }
 
 /// Records an action taken for step `ordinal` of the active plan.
@@ -191,19 +129,12 @@ pub async fn post_action(
     idem: Idempotency,
     Json(body): Json<NewAction>,
 ) -> ApiResult<Response> {
-    required_text("summary", &body.summary, 10_000)?;
+    plans::check_action(&body)?;
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    let row = store::get_task(&mut tx, id).await?;
-    let action = store::insert_action(&mut tx, id, row.plan_version, ordinal, &body)
-        .await
-        .map_err(|err| {
-            ApiError::from_db_constraint(err, |name| {
-                (name == "task_actions_item_fkey").then(|| no_step(ordinal, &row))
-            })
-        })?;
+    let action = plans::add_action(&mut tx, id, ordinal, &body).await?;
     idem.commit(tx, (StatusCode::CREATED, axum::Json(action)))
         .await
 }
