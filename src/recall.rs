@@ -369,7 +369,6 @@ fn merge(lists: Vec<Vec<RecallHit>>, limit: usize) -> Vec<RecallHit> {
     all
 }
 
-#[derive(sqlx::FromRow)]
 struct NotesRow {
     agent_name: String,
     notes: String,
@@ -389,15 +388,14 @@ async fn note_sections(
     agent: Option<&str>,
     limit: u32,
 ) -> ApiResult<Vec<RecallHit>> {
-    // Not a macro: the macros describe a statement by planning it with NULL parameters, and that
-    // plan evaluates `current_setting('mnemo.tenant')`, which is undefined where they connect.
-    let rows = sqlx::query_as::<_, NotesRow>(
+    let rows = sqlx::query_as!(
+        NotesRow,
         "SELECT agent_name, notes FROM agent_long_term_memory
          WHERE tenant_id = current_setting('mnemo.tenant')
            AND user_id = current_setting('mnemo.user')
            AND version > 0 AND ($1::text IS NULL OR agent_name = $1)",
+        agent
     )
-    .bind(agent)
     .fetch_all(&mut *conn)
     .await?;
     let mut pieces: Vec<(String, Option<String>, String)> = Vec::new();

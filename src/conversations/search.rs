@@ -105,14 +105,6 @@ struct Scored {
     score: f32,
 }
 
-#[derive(sqlx::FromRow)]
-struct Neighbours {
-    seq: i64,
-    previous: Option<i64>,
-    next: Option<i64>,
-}
-
-#[derive(sqlx::FromRow)]
 struct Shown {
     session_id: String,
     message_id: String,
@@ -179,8 +171,7 @@ async fn keyword_candidates(
     let Some(bounded) = bounded_terms(&terms) else {
         return exact_keyword_candidates(conn, text, filters).await;
     };
-    // Not a macro: it begins with the query CTE every search shares, and its plan evaluates
-    // `current_setting('mnemo.tenant')` (see `neighbours`).
+    // Not a macro: it begins with the query CTE every search shares.
     let sql = format!(
         "WITH {QUERY_CTE}, terms AS (
              SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
@@ -257,8 +248,7 @@ async fn exact_keyword_candidates(
          WHERE c.tenant_id = current_setting('mnemo.tenant')
            AND c.user_id = current_setting('mnemo.user')",
     );
-    // Not a macro: it is assembled from the ranking every search shares, and its plan evaluates
-    // `current_setting('mnemo.tenant')` (see `neighbours`).
+    // Not a macro: it is assembled from the query CTE and the ranking every search shares.
     let sql = format!(
         "WITH {QUERY_CTE}, {MESSAGES}, hits AS MATERIALIZED (
              SELECT msg.seq, msg.tsv FROM msg, q
@@ -368,26 +358,30 @@ async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, [
     if seqs.is_empty() {
         return Ok(HashMap::new());
     }
-    // Not a macro: the macros describe a statement by planning it with NULL parameters, and that
-    // plan evaluates `current_setting('mnemo.tenant')`, which is undefined where they connect.
-    let rows: Vec<Neighbours> = sqlx::query_as(
-        "SELECT m.seq,
+    struct NeighbourRow {
+        seq: i64,
+        previous: Option<i64>,
+        next: Option<i64>,
+    }
+    let rows = sqlx::query_as!(
+        NeighbourRow,
+        r#"SELECT m.seq,
                 (SELECT p.seq FROM conversation_messages p
                  WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
                    AND p.session_id = m.session_id AND p.sender IN ('user', 'ai')
                    AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
-                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1) AS previous,
+                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1) AS "previous?",
                 (SELECT n.seq FROM conversation_messages n
                  WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
                    AND n.session_id = m.session_id AND n.sender IN ('user', 'ai')
                    AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
-                 ORDER BY n.sent_at, n.seq LIMIT 1) AS next
+                 ORDER BY n.sent_at, n.seq LIMIT 1) AS "next?"
          FROM conversation_messages m
          WHERE m.tenant_id = current_setting('mnemo.tenant')
            AND m.user_id = current_setting('mnemo.user')
-           AND m.seq = ANY($1)",
+           AND m.seq = ANY($1)"#,
+        seqs
     )
-    .bind(seqs)
     .fetch_all(&mut *conn)
     .await?;
     Ok(rows
@@ -448,23 +442,23 @@ pub async fn search_messages(
 
     let seqs: Vec<i64> = ranked.iter().map(|r| r.id).collect();
     let highlight: Vec<bool> = ranked.iter().map(|r| r.keyword.is_some()).collect();
-    // Not a macro, for the reason given in `neighbours`.
-    let shown = sqlx::query_as::<_, Shown>(
-        "WITH q AS (SELECT websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS q)
+    let shown = sqlx::query_as!(
+        Shown,
+        r#"WITH q AS (SELECT websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS q)
          SELECT m.session_id, m.message_id, m.sender, m.sent_at, s.agent_name,
                 CASE WHEN u.highlight
                      THEN ts_headline('english', mnemo_memory_search_text(m.text), q.q,
-                              'StartSel=\"**\", StopSel=\"**\", MaxWords=35, MinWords=12')
+                              'StartSel="**", StopSel="**", MaxWords=35, MinWords=12')
                      ELSE left(m.text, 300)
-                END AS snippet,
+                END AS "snippet!",
                 (SELECT p.message_id FROM conversation_messages p
                  WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
                    AND p.session_id = m.session_id AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
-                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1) AS previous_id,
+                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1) AS "previous_id?",
                 (SELECT n.message_id FROM conversation_messages n
                  WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
                    AND n.session_id = m.session_id AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
-                 ORDER BY n.sent_at, n.seq LIMIT 1) AS next_id
+                 ORDER BY n.sent_at, n.seq LIMIT 1) AS "next_id?"
          FROM unnest($2::int8[], $3::bool[]) WITH ORDINALITY AS u(seq, highlight, ord)
          CROSS JOIN q
          JOIN conversation_messages m
@@ -472,11 +466,11 @@ pub async fn search_messages(
           AND m.user_id = current_setting('mnemo.user') AND m.seq = u.seq
          JOIN agent_sessions s
            ON s.tenant_id = m.tenant_id AND s.user_id = m.user_id AND s.session_id = m.session_id
-         ORDER BY u.ord",
+         ORDER BY u.ord"#,
+        &text.any,
+        &seqs,
+        &highlight
     )
-    .bind(&text.any)
-    .bind(&seqs)
-    .bind(&highlight)
     .fetch_all(&mut *conn)
     .await?;
     let hits = ranked

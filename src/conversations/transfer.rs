@@ -16,7 +16,7 @@ use super::batch::check_id;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionRecord {
     pub session_id: String,
@@ -52,7 +52,7 @@ pub struct MessageRecord {
 }
 
 /// One archive batch (what arrived when).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRecord {
     pub id: Uuid,
@@ -75,18 +75,18 @@ pub async fn sessions_page(
     after: Option<&str>,
     limit: i64,
 ) -> Result<Vec<SessionRecord>, sqlx::Error> {
-    // Not a macro: the macros describe a statement by planning it with NULL parameters, and that
-    // plan evaluates `current_setting('mnemo.tenant')`, which is undefined where they connect.
-    sqlx::query_as(
-        "SELECT session_id, agent_name, summary, version, created_at, last_activity_at,
-                message_count, summary_message_count, summary_updated_at
+    // `message_count` is optional in a record (older exports lack it); the column is not.
+    sqlx::query_as!(
+        SessionRecord,
+        r#"SELECT session_id, agent_name, summary, version, created_at, last_activity_at,
+                message_count AS "message_count?", summary_message_count, summary_updated_at
          FROM agent_sessions
          WHERE tenant_id = current_setting('mnemo.tenant')
            AND user_id = current_setting('mnemo.user') AND ($1::text IS NULL OR session_id > $1)
-         ORDER BY session_id LIMIT $2",
+         ORDER BY session_id LIMIT $2"#,
+        after,
+        limit
     )
-    .bind(after)
-    .bind(limit)
     .fetch_all(&mut *conn)
     .await
 }
@@ -148,17 +148,17 @@ pub async fn batches_page(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<BatchRecord>, sqlx::Error> {
-    // Not a macro, for the reason given in `sessions_page`.
-    sqlx::query_as(
+    sqlx::query_as!(
+        BatchRecord,
         "SELECT id, session_id, archived_at, start_timestamp, end_timestamp, message_count,
                 new_count, duplicate_count, updated_count, deleted_count
          FROM recent_conversation_history
          WHERE tenant_id = current_setting('mnemo.tenant')
            AND user_id = current_setting('mnemo.user') AND ($1::uuid IS NULL OR id > $1)
          ORDER BY id LIMIT $2",
+        after,
+        limit
     )
-    .bind(after)
-    .bind(limit)
     .fetch_all(&mut *conn)
     .await
 }

@@ -9,7 +9,7 @@ use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 /// The notes of one agent. A version-0 row (a first write that did not happen) is carried too.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NotesRecord {
     pub agent_name: String,
@@ -20,7 +20,7 @@ pub struct NotesRecord {
 }
 
 /// One kept revision of an agent's notes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RevisionRecord {
     pub agent_name: String,
@@ -47,16 +47,15 @@ pub async fn notes_page(
     after: Option<&str>,
     limit: i64,
 ) -> Result<Vec<NotesRecord>, sqlx::Error> {
-    // Not a macro: the macros describe a statement by planning it with NULL parameters, and that
-    // plan evaluates `current_setting('mnemo.tenant')`, which is undefined where they connect.
-    sqlx::query_as(
+    sqlx::query_as!(
+        NotesRecord,
         "SELECT agent_name, notes, version, created_at, updated_at FROM agent_long_term_memory
          WHERE tenant_id = current_setting('mnemo.tenant')
            AND user_id = current_setting('mnemo.user') AND ($1::text IS NULL OR agent_name > $1)
          ORDER BY agent_name LIMIT $2",
+        after,
+        limit
     )
-    .bind(after)
-    .bind(limit)
     .fetch_all(&mut *conn)
     .await
 }
@@ -67,18 +66,18 @@ pub async fn revisions_page(
     after: Option<(&str, i64)>,
     limit: i64,
 ) -> Result<Vec<RevisionRecord>, sqlx::Error> {
-    // Not a macro, for the reason given in `notes_page`.
-    sqlx::query_as(
+    sqlx::query_as!(
+        RevisionRecord,
         "SELECT agent_name, version, operation, restored_from, notes, created_at
          FROM agent_long_term_memory_revisions
          WHERE tenant_id = current_setting('mnemo.tenant')
            AND user_id = current_setting('mnemo.user')
            AND ($1::text IS NULL OR (agent_name, version) > ($1, $2))
          ORDER BY agent_name, version LIMIT $3",
+        after.map(|a| a.0),
+        after.map_or(0, |a| a.1),
+        limit
     )
-    .bind(after.map(|a| a.0))
-    .bind(after.map_or(0, |a| a.1))
-    .bind(limit)
     .fetch_all(&mut *conn)
     .await
 }

@@ -330,18 +330,15 @@ impl Producer {
     async fn tasks(&mut self) -> Result<(), Stop> {
         let mut after: Option<Uuid> = None;
         loop {
-            // Not a macro: the macros describe a statement by planning it with NULL parameters,
-            // and that plan evaluates `current_setting('mnemo.tenant')`, undefined where they
-            // connect.
-            let ids: Vec<Uuid> = sqlx::query_scalar(
+            let ids = sqlx::query_scalar!(
                 "SELECT id FROM tasks
                  WHERE tenant_id = current_setting('mnemo.tenant')
                    AND user_id = current_setting('mnemo.user')
                    AND ($1::uuid IS NULL OR id > $1)
                  ORDER BY id LIMIT $2",
+                after,
+                PAGE
             )
-            .bind(after)
-            .bind(PAGE)
             .fetch_all(&mut self.tx)
             .await?;
             for id in &ids {
