@@ -7,7 +7,6 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use sqlx::FromRow;
 use uuid::Uuid;
 
 use super::model::*;
@@ -27,18 +26,19 @@ pub const CHUNK_CHARS: usize = 20_000;
 /// Locks the task row and moves its `lastUpdatedAt` (a paused task resumes: see migration 0006);
 /// 404 when the caller has no such task.
 pub async fn touch_task(tx: &mut Scoped, task_id: Uuid) -> ApiResult<()> {
-    sqlx::query_scalar::<_, Uuid>("UPDATE tasks SET updated_at = now() WHERE id = $1 RETURNING id")
-        .bind(task_id)
-        .fetch_optional(tx)
-        .await?
-        .map(|_| ())
-        .ok_or_else(|| task_not_found(task_id))
+    sqlx::query_scalar!(
+        "UPDATE tasks SET updated_at = now() WHERE id = $1 RETURNING id",
+        task_id
+    )
+    .fetch_optional(tx)
+    .await?
+    .map(|_| ())
+    .ok_or_else(|| task_not_found(task_id))
 }
 
 /// 404 unless the caller has the task.
 pub async fn require_task(tx: &mut Scoped, task_id: Uuid) -> ApiResult<()> {
-    sqlx::query_scalar::<_, i32>("SELECT 1 FROM tasks WHERE id = $1")
-        .bind(task_id)
+    sqlx::query_scalar!("SELECT 1 FROM tasks WHERE id = $1", task_id)
         .fetch_optional(tx)
         .await?
         .map(|_| ())
@@ -48,7 +48,8 @@ pub async fn require_task(tx: &mut Scoped, task_id: Uuid) -> ApiResult<()> {
 // ---------------------------------------------------------------------------------------------
 // Steps
 
-#[derive(FromRow)]
+/// A `task_steps` row as the statements below select it (`seq, step_id, agent_name, parts,
+/// created_at`).
 struct StepRow {
     seq: i32,
     step_id: String,
@@ -71,14 +72,14 @@ impl StepRow {
     }
 }
 
-const STEP_COLUMNS: &str = "seq, step_id, agent_name, parts, created_at";
-
 pub async fn step_by_id(tx: &mut Scoped, task_id: Uuid, step_id: &str) -> ApiResult<Option<Step>> {
-    let row: Option<StepRow> = sqlx::query_as(&format!(
-        "SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 AND step_id = $2"
-    ))
-    .bind(task_id)
-    .bind(step_id)
+    let row = sqlx::query_as!(
+        StepRow,
+        "SELECT seq, step_id, agent_name, parts, created_at FROM task_steps
+          WHERE task_id = $1 AND step_id = $2",
+        task_id,
+        step_id
+    )
     .fetch_optional(tx)
     .await?;
     row.map(StepRow::into_step).transpose()
@@ -93,13 +94,19 @@ pub async fn known_calls(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT tool_call_id FROM task_tool_calls WHERE task_id = $1 AND tool_call_id = ANY($2)",
+        task_id,
+        ids
     )
-    .bind(task_id)
-    .bind(ids)
     .fetch_all(tx)
     .await
+}
+
+/// An artifact's id and mime type.
+pub struct ArtifactType {
+    pub id: Uuid,
+    pub mime_type: String,
 }
 
 /// The mime types of those of `ids` that are artifacts of this task.
@@ -107,15 +114,18 @@ pub async fn artifact_types(
     tx: &mut Scoped,
     task_id: Uuid,
     ids: &[Uuid],
-) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+) -> Result<Vec<ArtifactType>, sqlx::Error> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    sqlx::query_as("SELECT id, mime_type FROM task_artifacts WHERE task_id = $1 AND id = ANY($2)")
-        .bind(task_id)
-        .bind(ids)
-        .fetch_all(tx)
-        .await
+    sqlx::query_as!(
+        ArtifactType,
+        "SELECT id, mime_type FROM task_artifacts WHERE task_id = $1 AND id = ANY($2)",
+        task_id,
+        ids
+    )
+    .fetch_all(tx)
+    .await
 }
 
 /// Confirms a checked step's references against the database and fills in artifact types:
@@ -147,13 +157,13 @@ pub async fn confirm_refs(
     let ids: Vec<Uuid> = refs.artifacts.iter().map(|(_, id)| *id).collect();
     let found = artifact_types(tx, task_id, &ids).await?;
     for (i, id) in &refs.artifacts {
-        let Some((_, mime)) = found.iter().find(|(a, _)| a == id) else {
+        let Some(found) = found.iter().find(|a| a.id == *id) else {
             return Err(parts::unknown_artifact(*i, *id));
         };
         if let Some(Part::Artifact { mime_type, .. }) = parts.get_mut(*i)
             && mime_type.is_empty()
         {
-            *mime_type = mime.clone();
+            mime_type.clone_from(&found.mime_type);
         }
     }
     Ok(())
@@ -177,11 +187,12 @@ pub async fn insert_steps(
     task_id: Uuid,
     steps: &[StepWrite],
 ) -> ApiResult<Vec<Step>> {
-    let base: i32 =
-        sqlx::query_scalar("SELECT coalesce(max(seq), 0) FROM task_steps WHERE task_id = $1")
-            .bind(task_id)
-            .fetch_one(&mut *tx)
-            .await?;
+    let base = sqlx::query_scalar!(
+        r#"SELECT coalesce(max(seq), 0) AS "base!" FROM task_steps WHERE task_id = $1"#,
+        task_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     let mut seqs = Vec::with_capacity(steps.len());
     let mut ids = Vec::with_capacity(steps.len());
     let mut agents = Vec::with_capacity(steps.len());
@@ -233,18 +244,21 @@ pub async fn insert_steps(
             }
         }
     }
-    let rows: Vec<StepRow> = sqlx::query_as(&format!(
+    let rows = sqlx::query_as!(
+        StepRow,
         "INSERT INTO task_steps (tenant_id, user_id, task_id, seq, step_id, agent_name, parts, created_at)
          SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, s, i, a, p, coalesce(t, now())
          FROM unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::timestamptz[]) AS v(s, i, a, p, t)
-         RETURNING {STEP_COLUMNS}"
-    ))
-    .bind(task_id)
-    .bind(&seqs)
-    .bind(&ids)
-    .bind(&agents)
-    .bind(&bodies)
-    .bind(&times)
+         RETURNING seq, step_id, agent_name, parts, created_at",
+        task_id,
+        &seqs,
+        &ids,
+        &agents,
+        &bodies,
+        // Elements may be NULL (a step without a time is stamped now()), which the macro's
+        // check of a timestamptz[] parameter does not allow for.
+        &times as &[Option<DateTime<Utc>>]
+    )
     .fetch_all(&mut *tx)
     .await
     .map_err(|e| {
@@ -256,32 +270,32 @@ pub async fn insert_steps(
         })
     })?;
     if !call_id.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO task_tool_calls (tenant_id, user_id, task_id, tool_call_id, seq, part_index, tool_name)
              SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, c, s, i, n
              FROM unnest($2::int[], $3::int[], $4::text[], $5::text[]) AS v(s, i, c, n)",
+            task_id,
+            &call_seq,
+            &call_index,
+            &call_id,
+            &call_tool
         )
-        .bind(task_id)
-        .bind(&call_seq)
-        .bind(&call_index)
-        .bind(&call_id)
-        .bind(&call_tool)
         .execute(&mut *tx)
         .await?;
     }
     if !text_body.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO task_step_texts (tenant_id, user_id, task_id, seq, part_index, chunk, kind, char_offset, content)
              SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, s, i, c, k, o, b
              FROM unnest($2::int[], $3::int[], $4::int[], $5::text[], $6::int[], $7::text[]) AS v(s, i, c, k, o, b)",
+            task_id,
+            &text_seq,
+            &text_index,
+            &text_chunk,
+            &text_kind,
+            &text_offset,
+            &text_body
         )
-        .bind(task_id)
-        .bind(&text_seq)
-        .bind(&text_index)
-        .bind(&text_chunk)
-        .bind(&text_kind)
-        .bind(&text_offset)
-        .bind(&text_body)
         .execute(&mut *tx)
         .await?;
         if tx.queues_embeddings() {
@@ -305,12 +319,14 @@ pub async fn steps_after(
     after: i32,
     limit: i64,
 ) -> ApiResult<(Vec<Step>, bool)> {
-    let rows: Vec<StepRow> = sqlx::query_as(&format!(
-        "SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
-    ))
-    .bind(task_id)
-    .bind(after)
-    .bind(limit + 1)
+    let rows = sqlx::query_as!(
+        StepRow,
+        "SELECT seq, step_id, agent_name, parts, created_at FROM task_steps
+          WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        task_id,
+        after,
+        limit + 1
+    )
     .fetch_all(tx)
     .await?;
     let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
@@ -324,13 +340,15 @@ pub async fn steps_after(
 
 /// The last `n` steps, in order.
 pub async fn recent_steps(tx: &mut Scoped, task_id: Uuid, n: i64) -> ApiResult<Vec<Step>> {
-    let rows: Vec<StepRow> = sqlx::query_as(&format!(
-        "SELECT {STEP_COLUMNS} FROM (
-             SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 ORDER BY seq DESC LIMIT $2
-         ) last ORDER BY seq"
-    ))
-    .bind(task_id)
-    .bind(n)
+    let rows = sqlx::query_as!(
+        StepRow,
+        "SELECT seq, step_id, agent_name, parts, created_at FROM (
+             SELECT seq, step_id, agent_name, parts, created_at FROM task_steps
+              WHERE task_id = $1 ORDER BY seq DESC LIMIT $2
+         ) last ORDER BY seq",
+        task_id,
+        n
+    )
     .fetch_all(tx)
     .await?;
     rows.into_iter().map(StepRow::into_step).collect()
@@ -338,10 +356,12 @@ pub async fn recent_steps(tx: &mut Scoped, task_id: Uuid, n: i64) -> ApiResult<V
 
 /// Every step of a task, in order (export).
 pub async fn all_steps(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Vec<Step>> {
-    let rows: Vec<StepRow> = sqlx::query_as(&format!(
-        "SELECT {STEP_COLUMNS} FROM task_steps WHERE task_id = $1 ORDER BY seq"
-    ))
-    .bind(task_id)
+    let rows = sqlx::query_as!(
+        StepRow,
+        "SELECT seq, step_id, agent_name, parts, created_at FROM task_steps
+          WHERE task_id = $1 ORDER BY seq",
+        task_id
+    )
     .fetch_all(tx)
     .await?;
     rows.into_iter().map(StepRow::into_step).collect()
@@ -349,6 +369,12 @@ pub async fn all_steps(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Vec<Step>> {
 
 // ---------------------------------------------------------------------------------------------
 // Configuration snapshot
+
+/// A `task_configs` row: the snapshot and when it was stored.
+struct ConfigRow {
+    config: Value,
+    created_at: DateTime<Utc>,
+}
 
 /// Stores the snapshot once. Returns it and whether this call created it; a different snapshot
 /// already stored is 409.
@@ -358,17 +384,18 @@ pub async fn put_config(
     config: &Value,
     created_at: Option<DateTime<Utc>>,
 ) -> ApiResult<(TaskConfigSnapshot, bool)> {
-    let inserted: Option<(Value, DateTime<Utc>)> = sqlx::query_as(
+    let inserted = sqlx::query_as!(
+        ConfigRow,
         "INSERT INTO task_configs (tenant_id, user_id, task_id, config, created_at)
          VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, coalesce($3, now()))
          ON CONFLICT DO NOTHING RETURNING config, created_at",
+        task_id,
+        config,
+        created_at
     )
-    .bind(task_id)
-    .bind(config)
-    .bind(created_at)
     .fetch_optional(&mut *tx)
     .await?;
-    if let Some((config, created_at)) = inserted {
+    if let Some(ConfigRow { config, created_at }) = inserted {
         return Ok((
             TaskConfigSnapshot {
                 task_id,
@@ -394,22 +421,27 @@ pub async fn get_config(
     tx: &mut Scoped,
     task_id: Uuid,
 ) -> Result<Option<TaskConfigSnapshot>, sqlx::Error> {
-    let row: Option<(Value, DateTime<Utc>)> =
-        sqlx::query_as("SELECT config, created_at FROM task_configs WHERE task_id = $1")
-            .bind(task_id)
-            .fetch_optional(tx)
-            .await?;
-    Ok(row.map(|(config, created_at)| TaskConfigSnapshot {
-        task_id,
-        config,
-        created_at,
-    }))
+    let row = sqlx::query_as!(
+        ConfigRow,
+        "SELECT config, created_at FROM task_configs WHERE task_id = $1",
+        task_id
+    )
+    .fetch_optional(tx)
+    .await?;
+    Ok(
+        row.map(|ConfigRow { config, created_at }| TaskConfigSnapshot {
+            task_id,
+            config,
+            created_at,
+        }),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
 // Artifacts
 
-#[derive(FromRow)]
+/// A `task_artifacts` row without its bytes, as the statements below select it (`task_id, id,
+/// name, mime_type, size, sha256, created_at`).
 struct ArtifactRow {
     task_id: Uuid,
     id: Uuid,
@@ -434,8 +466,6 @@ impl From<ArtifactRow> for Artifact {
     }
 }
 
-const ARTIFACT_COLUMNS: &str = "task_id, id, name, mime_type, size, sha256, created_at";
-
 /// An artifact to store.
 pub struct ArtifactWrite<'a> {
     pub id: Uuid,
@@ -452,19 +482,20 @@ pub async fn insert_artifact(
     task_id: Uuid,
     a: &ArtifactWrite<'_>,
 ) -> ApiResult<Artifact> {
-    let row: ArtifactRow = sqlx::query_as(&format!(
+    let row = sqlx::query_as!(
+        ArtifactRow,
         "INSERT INTO task_artifacts (tenant_id, user_id, task_id, id, name, mime_type, size, sha256, content, created_at)
          VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4,
-                 octet_length($6), $5, $6, coalesce($7, now()))
-         RETURNING {ARTIFACT_COLUMNS}"
-    ))
-    .bind(task_id)
-    .bind(a.id)
-    .bind(a.name)
-    .bind(a.mime_type)
-    .bind(a.sha256)
-    .bind(a.content)
-    .bind(a.created_at)
+                 octet_length($6::bytea), $5, $6, coalesce($7, now()))
+         RETURNING task_id, id, name, mime_type, size, sha256, created_at",
+        task_id,
+        a.id,
+        a.name,
+        a.mime_type,
+        a.sha256,
+        a.content,
+        a.created_at
+    )
     .fetch_one(tx)
     .await
     .map_err(|e| {
@@ -481,11 +512,13 @@ pub async fn artifact(
     task_id: Uuid,
     id: Uuid,
 ) -> Result<Option<Artifact>, sqlx::Error> {
-    let row: Option<ArtifactRow> = sqlx::query_as(&format!(
-        "SELECT {ARTIFACT_COLUMNS} FROM task_artifacts WHERE task_id = $1 AND id = $2"
-    ))
-    .bind(task_id)
-    .bind(id)
+    let row = sqlx::query_as!(
+        ArtifactRow,
+        "SELECT task_id, id, name, mime_type, size, sha256, created_at FROM task_artifacts
+          WHERE task_id = $1 AND id = $2",
+        task_id,
+        id
+    )
     .fetch_optional(tx)
     .await?;
     Ok(row.map(Into::into))
@@ -499,13 +532,15 @@ pub async fn artifact_bytes(
     start: i64,
     len: i64,
 ) -> Result<Vec<u8>, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT substring(content FROM $3::int FOR $4::int) FROM task_artifacts WHERE task_id = $1 AND id = $2",
+    sqlx::query_scalar!(
+        r#"SELECT substring(content FROM $3::int FOR $4::int) AS "bytes!" FROM task_artifacts WHERE task_id = $1 AND id = $2"#,
+        task_id,
+        id,
+        // Bound as int8, as always: the statement's `::int` narrows them, and a value past
+        // int4 is PostgreSQL's error.
+        (start + 1) as _,
+        len as _
     )
-    .bind(task_id)
-    .bind(id)
-    .bind(start + 1)
-    .bind(len)
     .fetch_one(tx)
     .await
 }
@@ -516,13 +551,14 @@ pub async fn artifacts_after(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<(Vec<Artifact>, bool), sqlx::Error> {
-    let rows: Vec<ArtifactRow> = sqlx::query_as(&format!(
-        "SELECT {ARTIFACT_COLUMNS} FROM task_artifacts
-         WHERE task_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3"
-    ))
-    .bind(task_id)
-    .bind(after)
-    .bind(limit + 1)
+    let rows = sqlx::query_as!(
+        ArtifactRow,
+        "SELECT task_id, id, name, mime_type, size, sha256, created_at FROM task_artifacts
+         WHERE task_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3",
+        task_id,
+        after,
+        limit + 1
+    )
     .fetch_all(tx)
     .await?;
     let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
@@ -540,21 +576,38 @@ pub async fn all_artifacts(
     tx: &mut Scoped,
     task_id: Uuid,
 ) -> Result<Vec<(Artifact, Vec<u8>)>, sqlx::Error> {
-    #[derive(FromRow)]
     struct Full {
-        #[sqlx(flatten)]
-        meta: ArtifactRow,
+        task_id: Uuid,
+        id: Uuid,
+        name: Option<String>,
+        mime_type: String,
+        size: i64,
+        sha256: String,
+        created_at: DateTime<Utc>,
         content: Vec<u8>,
     }
-    let rows: Vec<Full> = sqlx::query_as(&format!(
-        "SELECT {ARTIFACT_COLUMNS}, content FROM task_artifacts WHERE task_id = $1 ORDER BY id"
-    ))
-    .bind(task_id)
+    let rows = sqlx::query_as!(
+        Full,
+        "SELECT task_id, id, name, mime_type, size, sha256, created_at, content FROM task_artifacts
+          WHERE task_id = $1 ORDER BY id",
+        task_id
+    )
     .fetch_all(tx)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| (r.meta.into(), r.content))
+        .map(|r| {
+            let meta = ArtifactRow {
+                task_id: r.task_id,
+                id: r.id,
+                name: r.name,
+                mime_type: r.mime_type,
+                size: r.size,
+                sha256: r.sha256,
+                created_at: r.created_at,
+            };
+            (meta.into(), r.content)
+        })
         .collect())
 }
 
@@ -565,11 +618,11 @@ pub async fn artifact_referrer(
     id: Uuid,
 ) -> Result<Option<String>, sqlx::Error> {
     let probe = serde_json::json!([{"type": "artifact", "artifact_id": id}]);
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT step_id FROM task_steps WHERE task_id = $1 AND parts @> $2 ORDER BY seq LIMIT 1",
+        task_id,
+        probe
     )
-    .bind(task_id)
-    .bind(probe)
     .fetch_optional(tx)
     .await
 }
@@ -579,18 +632,21 @@ pub async fn delete_artifact(
     task_id: Uuid,
     id: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM task_artifacts WHERE task_id = $1 AND id = $2")
-        .bind(task_id)
-        .bind(id)
-        .execute(tx)
-        .await?;
+    let done = sqlx::query!(
+        "DELETE FROM task_artifacts WHERE task_id = $1 AND id = $2",
+        task_id,
+        id
+    )
+    .execute(tx)
+    .await?;
     Ok(done.rows_affected() > 0)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Waits
 
-#[derive(FromRow)]
+/// A `task_waits` row as the statements below select it (`id, task_id, target_type, target_id,
+/// criteria, timeout_seconds, poll_interval, status, result_message, created_at, resolved_at`).
 struct WaitRow {
     id: Uuid,
     task_id: Uuid,
@@ -624,21 +680,24 @@ impl From<WaitRow> for Wait {
     }
 }
 
-const WAIT_COLUMNS: &str = "id, task_id, target_type, target_id, criteria, timeout_seconds, \
-    poll_interval, status, result_message, created_at, resolved_at";
-
 /// The task's metadata and coarse status, its row locked until the transaction ends; `None`
 /// when there is no task.
 pub async fn metadata_for_update(
     tx: &mut Scoped,
     task_id: Uuid,
 ) -> Result<Option<(Map<String, Value>, String)>, sqlx::Error> {
-    let row: Option<(Value, String)> =
-        sqlx::query_as("SELECT metadata, status FROM tasks WHERE id = $1 FOR UPDATE")
-            .bind(task_id)
-            .fetch_optional(tx)
-            .await?;
-    Ok(row.map(|(metadata, status)| {
+    struct MetadataRow {
+        metadata: Value,
+        status: String,
+    }
+    let row = sqlx::query_as!(
+        MetadataRow,
+        "SELECT metadata, status FROM tasks WHERE id = $1 FOR UPDATE",
+        task_id
+    )
+    .fetch_optional(tx)
+    .await?;
+    Ok(row.map(|MetadataRow { metadata, status }| {
         let map = match metadata {
             Value::Object(map) => map,
             _ => Map::new(),
@@ -661,11 +720,13 @@ pub async fn save_metadata(
     task_id: Uuid,
     metadata: Map<String, Value>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE tasks SET metadata = $2, updated_at = now() WHERE id = $1")
-        .bind(task_id)
-        .bind(Value::Object(metadata))
-        .execute(tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE tasks SET metadata = $2, updated_at = now() WHERE id = $1",
+        task_id,
+        Value::Object(metadata)
+    )
+    .execute(tx)
+    .await?;
     Ok(())
 }
 
@@ -675,19 +736,21 @@ pub async fn insert_wait(
     id: Uuid,
     wait: &NewWait,
 ) -> Result<Wait, sqlx::Error> {
-    let row: WaitRow = sqlx::query_as(&format!(
+    let row = sqlx::query_as!(
+        WaitRow,
         "INSERT INTO task_waits (tenant_id, user_id, task_id, id, target_type, target_id, criteria,
                                  timeout_seconds, poll_interval)
          VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4, $5, $6, $7)
-         RETURNING {WAIT_COLUMNS}"
-    ))
-    .bind(task_id)
-    .bind(id)
-    .bind(wait.target_type.trim())
-    .bind(wait.target_id.trim())
-    .bind(wait.criteria.trim())
-    .bind(wait.timeout_seconds)
-    .bind(wait.poll_interval)
+         RETURNING id, task_id, target_type, target_id, criteria, timeout_seconds,
+                   poll_interval, status, result_message, created_at, resolved_at",
+        task_id,
+        id,
+        wait.target_type.trim(),
+        wait.target_id.trim(),
+        wait.criteria.trim(),
+        wait.timeout_seconds,
+        wait.poll_interval
+    )
     .fetch_one(tx)
     .await?;
     Ok(row.into())
@@ -695,11 +758,14 @@ pub async fn insert_wait(
 
 /// The wait.
 pub async fn wait(tx: &mut Scoped, task_id: Uuid, id: Uuid) -> Result<Option<Wait>, sqlx::Error> {
-    let row: Option<WaitRow> = sqlx::query_as(&format!(
-        "SELECT {WAIT_COLUMNS} FROM task_waits WHERE task_id = $1 AND id = $2"
-    ))
-    .bind(task_id)
-    .bind(id)
+    let row = sqlx::query_as!(
+        WaitRow,
+        "SELECT id, task_id, target_type, target_id, criteria, timeout_seconds,
+                poll_interval, status, result_message, created_at, resolved_at
+         FROM task_waits WHERE task_id = $1 AND id = $2",
+        task_id,
+        id
+    )
     .fetch_optional(tx)
     .await?;
     Ok(row.map(Into::into))
@@ -711,11 +777,14 @@ pub async fn lock_wait(
     task_id: Uuid,
     id: Uuid,
 ) -> Result<Option<Wait>, sqlx::Error> {
-    let row: Option<WaitRow> = sqlx::query_as(&format!(
-        "SELECT {WAIT_COLUMNS} FROM task_waits WHERE task_id = $1 AND id = $2 FOR UPDATE"
-    ))
-    .bind(task_id)
-    .bind(id)
+    let row = sqlx::query_as!(
+        WaitRow,
+        "SELECT id, task_id, target_type, target_id, criteria, timeout_seconds,
+                poll_interval, status, result_message, created_at, resolved_at
+         FROM task_waits WHERE task_id = $1 AND id = $2 FOR UPDATE",
+        task_id,
+        id
+    )
     .fetch_optional(tx)
     .await?;
     Ok(row.map(Into::into))
@@ -728,14 +797,17 @@ pub async fn end_wait(
     status: WaitStatus,
     result_message: Option<&str>,
 ) -> Result<Wait, sqlx::Error> {
-    let row: WaitRow = sqlx::query_as(&format!(
+    let row = sqlx::query_as!(
+        WaitRow,
         "UPDATE task_waits SET status = $3, result_message = $4, resolved_at = now()
-         WHERE task_id = $1 AND id = $2 RETURNING {WAIT_COLUMNS}"
-    ))
-    .bind(task_id)
-    .bind(id)
-    .bind(status.as_str())
-    .bind(result_message)
+         WHERE task_id = $1 AND id = $2
+         RETURNING id, task_id, target_type, target_id, criteria, timeout_seconds,
+                   poll_interval, status, result_message, created_at, resolved_at",
+        task_id,
+        id,
+        status.as_str(),
+        result_message
+    )
     .fetch_one(tx)
     .await?;
     Ok(row.into())
@@ -790,13 +862,16 @@ pub async fn waits_after(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<(Vec<Wait>, bool), sqlx::Error> {
-    let rows: Vec<WaitRow> = sqlx::query_as(&format!(
-        "SELECT {WAIT_COLUMNS} FROM task_waits
-         WHERE task_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3"
-    ))
-    .bind(task_id)
-    .bind(after)
-    .bind(limit + 1)
+    let rows = sqlx::query_as!(
+        WaitRow,
+        "SELECT id, task_id, target_type, target_id, criteria, timeout_seconds,
+                poll_interval, status, result_message, created_at, resolved_at
+         FROM task_waits
+         WHERE task_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3",
+        task_id,
+        after,
+        limit + 1
+    )
     .fetch_all(tx)
     .await?;
     let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;

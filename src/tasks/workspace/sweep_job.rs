@@ -18,6 +18,13 @@ use crate::state::AppState;
 /// Most tasks one round changes per kind; the next round takes the rest.
 const BATCH: i64 = 1000;
 
+/// A task the round changes, with the tenant and user it acts as.
+struct TaskKey {
+    tenant_id: String,
+    user_id: String,
+    id: Uuid,
+}
+
 /// What a round did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepReport {
@@ -43,23 +50,29 @@ pub async fn sweep_once(
         ..SweepReport::default()
     };
 
-    let stale: Vec<(String, String, Uuid)> = sqlx::query_as(
+    let stale = sqlx::query_as!(
+        TaskKey,
         "SELECT tenant_id, user_id, id FROM tasks
          WHERE status = 'active' AND updated_at < $1 ORDER BY updated_at LIMIT $2",
+        pause_before,
+        BATCH
     )
-    .bind(pause_before)
-    .bind(BATCH)
     .fetch_all(&mut tx)
     .await?;
     let note = format!(
         "status: active → paused (no update for {})",
         describe(thresholds.pause_after)
     );
-    for (tenant, user, id) in stale {
-        let scoped = tx.act_as(&tenant, &user).await?;
+    for TaskKey {
+        tenant_id,
+        user_id,
+        id,
+    } in stale
+    {
+        let scoped = tx.act_as(&tenant_id, &user_id).await?;
         // The note goes first: it moves updated_at while the task is still active, so the
         // resume-on-update trigger does not undo the pause that follows.
-        let paused: Option<Uuid> = sqlx::query_scalar(
+        let paused = sqlx::query_scalar!(
             "WITH t AS (
                  UPDATE tasks SET message_count = message_count + 1, updated_at = now()
                  WHERE id = $1 AND status = 'active' AND updated_at < $2
@@ -73,43 +86,51 @@ pub async fn sweep_once(
                  SELECT tenant_id, user_id, 'task', id, 'message', message_count FROM t WHERE $4
              )
              SELECT id FROM t",
+            id,
+            pause_before,
+            &note,
+            scoped.queues_embeddings()
         )
-        .bind(id)
-        .bind(pause_before)
-        .bind(&note)
-        .bind(scoped.queues_embeddings())
         .fetch_optional(&mut *scoped)
         .await?;
         if paused.is_some() {
-            sqlx::query("UPDATE tasks SET status = 'paused' WHERE id = $1 AND status = 'active'")
-                .bind(id)
-                .execute(&mut *scoped)
-                .await?;
+            sqlx::query!(
+                "UPDATE tasks SET status = 'paused' WHERE id = $1 AND status = 'active'",
+                id
+            )
+            .execute(&mut *scoped)
+            .await?;
             report.paused.push(id);
         }
     }
 
     tx.act_as_nobody().await?;
-    let done: Vec<(String, String, Uuid)> = sqlx::query_as(
+    let done = sqlx::query_as!(
+        TaskKey,
         "SELECT tenant_id, user_id, id FROM tasks
          WHERE status = 'completed' AND archived_at IS NULL
            AND coalesce(completed_at, updated_at) < $1
          ORDER BY coalesce(completed_at, updated_at) LIMIT $2",
+        archive_before,
+        BATCH
     )
-    .bind(archive_before)
-    .bind(BATCH)
     .fetch_all(&mut tx)
     .await?;
-    for (tenant, user, id) in done {
-        let scoped = tx.act_as(&tenant, &user).await?;
-        let archived = sqlx::query(
+    for TaskKey {
+        tenant_id,
+        user_id,
+        id,
+    } in done
+    {
+        let scoped = tx.act_as(&tenant_id, &user_id).await?;
+        let archived = sqlx::query!(
             "UPDATE tasks SET archived_at = $2
              WHERE id = $1 AND status = 'completed' AND archived_at IS NULL
                AND coalesce(completed_at, updated_at) < $3",
+            id,
+            now,
+            archive_before
         )
-        .bind(id)
-        .bind(now)
-        .bind(archive_before)
         .execute(&mut *scoped)
         .await?;
         if archived.rows_affected() > 0 {

@@ -24,6 +24,14 @@ use crate::state::AppState;
 /// Most waits one round ends; the next round takes the rest.
 const BATCH: i64 = 1000;
 
+/// A wait past its timeout, with the tenant and user the round acts as.
+struct DueWait {
+    tenant_id: String,
+    user_id: String,
+    task_id: Uuid,
+    id: Uuid,
+}
+
 /// What a round did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TimeoutReport {
@@ -46,18 +54,25 @@ pub async fn timeout_waits_once(db: &Db, clock: &dyn Clock) -> Result<TimeoutRep
     };
     // The elapsed seconds are compared, not a deadline computed in SQL: a huge timeout cannot
     // overflow a timestamp this way.
-    let due: Vec<(String, String, Uuid, Uuid)> = sqlx::query_as(
+    let due = sqlx::query_as!(
+        DueWait,
         "SELECT tenant_id, user_id, task_id, id FROM task_waits
          WHERE status = 'watching' AND timeout_seconds IS NOT NULL AND created_at < $1
            AND extract(epoch FROM $1 - created_at) > timeout_seconds
          ORDER BY created_at, id LIMIT $2",
+        now,
+        BATCH
     )
-    .bind(now)
-    .bind(BATCH)
     .fetch_all(&mut tx)
     .await?;
-    for (tenant, user, task_id, wait_id) in due {
-        let scoped = tx.act_as(&tenant, &user).await?;
+    for DueWait {
+        tenant_id,
+        user_id,
+        task_id,
+        id: wait_id,
+    } in due
+    {
+        let scoped = tx.act_as(&tenant_id, &user_id).await?;
         let Some((metadata, status)) = store::metadata_for_update(scoped, task_id).await? else {
             continue;
         };
@@ -84,10 +99,12 @@ pub async fn timeout_waits_once(db: &Db, clock: &dyn Clock) -> Result<TimeoutRep
         .await?;
         if status == "paused" {
             // The update above resumed it (the resume-on-update trigger); it was not the client's.
-            sqlx::query("UPDATE tasks SET status = 'paused' WHERE id = $1 AND status = 'active'")
-                .bind(task_id)
-                .execute(&mut *scoped)
-                .await?;
+            sqlx::query!(
+                "UPDATE tasks SET status = 'paused' WHERE id = $1 AND status = 'active'",
+                task_id
+            )
+            .execute(&mut *scoped)
+            .await?;
         }
         report.timed_out.push(wait_id);
     }

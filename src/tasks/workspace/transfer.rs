@@ -6,7 +6,6 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::FromRow;
 use uuid::Uuid;
 
 use super::bundle::*;
@@ -18,7 +17,7 @@ use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::tasks::lifecycle::{Phase, Status};
 use crate::tasks::model::{ActionStatus, ActionType, EventStatus, MsgType, Role};
-use crate::tasks::store::{ACTION_COLUMNS, ActionRow};
+use crate::tasks::store::ActionRow;
 use crate::tasks::{plan, store as tasks};
 
 /// One line of `execution.log.jsonl` (the shape).
@@ -78,7 +77,7 @@ struct ActionLogLine {
 }
 
 /// One line of `waits.jsonl`.
-#[derive(Debug, Clone, Serialize, Deserialize, FromRow)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct WaitLine {
     wait_id: Uuid,
     target_type: String,
@@ -97,7 +96,7 @@ struct WaitLine {
 }
 
 /// The state of one plan item kept in `metadata.json` (`mnemo.planVersions[].items`).
-#[derive(Debug, Clone, Serialize, Deserialize, FromRow)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ItemState {
     #[serde(skip)]
@@ -121,6 +120,38 @@ struct PlanVersionState {
     items: Vec<ItemState>,
 }
 
+/// A `task_plans` row: one plan version.
+struct PlanRow {
+    version: i32,
+    plan: Value,
+    reason: Option<String>,
+    created_at: DateTime<Utc>,
+}
+
+/// A `task_messages` row as exported.
+struct MessageRow {
+    created_at: DateTime<Utc>,
+    role: String,
+    msg_type: String,
+    content: String,
+}
+
+/// A `task_snapshots` row as exported.
+struct SnapshotRow {
+    label: String,
+    content: String,
+    is_summarized: bool,
+    ts: DateTime<Utc>,
+}
+
+/// A `task_action_logs` row as exported, with the action it belongs to.
+struct ActionLogRow {
+    action_id: Uuid,
+    log_type: String,
+    content: String,
+    created_at: DateTime<Utc>,
+}
+
 fn internal(e: impl std::fmt::Display) -> ApiError {
     ApiError::Internal(anyhow::anyhow!("export: {e}"))
 }
@@ -128,28 +159,34 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
 /// Loads a task and everything under it; 404 when the caller has no such task.
 pub async fn load(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Bundle> {
     let row = tasks::get_task(&mut *tx, task_id).await?;
-    let archived_at: Option<DateTime<Utc>> =
-        sqlx::query_scalar("SELECT archived_at FROM tasks WHERE id = $1")
-            .bind(task_id)
-            .fetch_one(&mut *tx)
-            .await?;
+    let archived_at = sqlx::query_scalar!("SELECT archived_at FROM tasks WHERE id = $1", task_id)
+        .fetch_one(&mut *tx)
+        .await?;
 
-    let plan_rows: Vec<(i32, Value, Option<String>, DateTime<Utc>)> = sqlx::query_as(
+    let plan_rows = sqlx::query_as!(
+        PlanRow,
         "SELECT version, plan, reason, created_at FROM task_plans WHERE task_id = $1 ORDER BY version",
+        task_id
     )
-    .bind(task_id)
     .fetch_all(&mut *tx)
     .await?;
-    let items: Vec<ItemState> = sqlx::query_as(
+    let items = sqlx::query_as!(
+        ItemState,
         "SELECT version, ordinal, status, started_at, completed_at, duration_seconds, rebased_from
          FROM task_plan_items WHERE task_id = $1 ORDER BY version, ordinal",
+        task_id
     )
-    .bind(task_id)
     .fetch_all(&mut *tx)
     .await?;
     let mut plan_versions = Vec::with_capacity(plan_rows.len());
     let mut plans = Vec::with_capacity(plan_rows.len());
-    for (version, plan, reason, created_at) in plan_rows {
+    for PlanRow {
+        version,
+        plan,
+        reason,
+        created_at,
+    } in plan_rows
+    {
         let state = PlanVersionState {
             version,
             reason,
@@ -192,52 +229,58 @@ pub async fn load(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Bundle> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(internal)?;
 
-    let message_rows: Vec<(DateTime<Utc>, String, String, String)> = sqlx::query_as(
+    let message_rows = sqlx::query_as!(
+        MessageRow,
         "SELECT created_at, role, msg_type, content FROM task_messages WHERE task_id = $1 ORDER BY seq",
+        task_id
     )
-    .bind(task_id)
     .fetch_all(&mut *tx)
     .await?;
     let messages = message_rows
         .into_iter()
-        .map(|(timestamp, role, msg_type, content)| {
+        .map(|m| {
             serde_json::to_value(MessageLine {
-                timestamp,
-                role,
-                msg_type,
-                content,
+                timestamp: m.created_at,
+                role: m.role,
+                msg_type: m.msg_type,
+                content: m.content,
             })
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(internal)?;
 
-    let snapshot_rows: Vec<(String, String, bool, DateTime<Utc>)> = sqlx::query_as(
+    let snapshot_rows = sqlx::query_as!(
+        SnapshotRow,
         "SELECT label, content, is_summarized, ts FROM task_snapshots WHERE task_id = $1 ORDER BY seq",
+        task_id
     )
-    .bind(task_id)
     .fetch_all(&mut *tx)
     .await?;
     let snapshots = snapshot_rows
         .into_iter()
-        .map(|(label, content, is_summarized, timestamp)| Snapshot {
-            label,
-            content,
-            is_summarized,
-            timestamp,
+        .map(|s| Snapshot {
+            label: s.label,
+            content: s.content,
+            is_summarized: s.is_summarized,
+            timestamp: s.ts,
         })
         .collect();
 
-    let action_rows: Vec<ActionRow> = sqlx::query_as(&format!(
-        "SELECT {ACTION_COLUMNS} FROM task_actions WHERE task_id = $1 ORDER BY created_at, id"
-    ))
-    .bind(task_id)
+    let action_rows = sqlx::query_as!(
+        ActionRow,
+        "SELECT id, task_id, version, ordinal, action_type, summary, status,
+                input_data, output_data, created_at, updated_at
+         FROM task_actions WHERE task_id = $1 ORDER BY created_at, id",
+        task_id
+    )
     .fetch_all(&mut *tx)
     .await?;
-    let log_rows: Vec<(Uuid, String, String, DateTime<Utc>)> = sqlx::query_as(
+    let log_rows = sqlx::query_as!(
+        ActionLogRow,
         "SELECT action_id, log_type, content, created_at FROM task_action_logs
          WHERE task_id = $1 ORDER BY created_at, id",
+        task_id
     )
-    .bind(task_id)
     .fetch_all(&mut *tx)
     .await?;
     let actions = action_rows
@@ -245,11 +288,11 @@ pub async fn load(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Bundle> {
         .map(|a| {
             let logs = log_rows
                 .iter()
-                .filter(|(action, ..)| *action == a.id)
-                .map(|(_, log_type, content, created_at)| ActionLogLine {
-                    log_type: log_type.clone(),
-                    content: content.clone(),
-                    created_at: *created_at,
+                .filter(|l| l.action_id == a.id)
+                .map(|l| ActionLogLine {
+                    log_type: l.log_type.clone(),
+                    content: l.content.clone(),
+                    created_at: l.created_at,
                 })
                 .collect();
             serde_json::to_value(ActionLine {
@@ -267,12 +310,13 @@ pub async fn load(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Bundle> {
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(internal)?;
-    let wait_rows: Vec<WaitLine> = sqlx::query_as(
+    let wait_rows = sqlx::query_as!(
+        WaitLine,
         "SELECT id AS wait_id, target_type, target_id, criteria, timeout_seconds, poll_interval,
                 status, result_message, created_at, resolved_at
          FROM task_waits WHERE task_id = $1 ORDER BY created_at, id",
+        task_id
     )
-    .bind(task_id)
     .fetch_all(&mut *tx)
     .await?;
     let waits = wait_rows
@@ -608,7 +652,7 @@ pub async fn store(
         .map(|m| m.metadata.clone())
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO tasks (tenant_id, user_id, id, name, original_user_task, status, phase, metadata,
                             final_answer, error_summary, running_summary, summary_message_count,
                             plan_version, event_count, message_count, snapshot_count, created_at,
@@ -616,28 +660,28 @@ pub async fn store(
                             completed_at, updated_at, archived_at)
          VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4, $5,
                  $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
+        new_id,
+        &name,
+        meta.original_user_task.as_deref(),
+        status.as_str(),
+        phase.as_str(),
+        &metadata,
+        bundle.final_answer.as_deref(),
+        meta.error_summary.clone().filter(|v| !v.is_null()),
+        mnemo.as_ref().and_then(|m| m.running_summary.clone()),
+        mnemo.as_ref().map_or(0, |m| m.summary_message_count),
+        plan_version,
+        i64::try_from(events.len()).unwrap_or(i64::MAX),
+        i32::try_from(messages.len()).unwrap_or(i32::MAX),
+        i32::try_from(bundle.snapshots.len()).unwrap_or(i32::MAX),
+        ts.created_at,
+        ts.plan_generated_at,
+        ts.execution_started_at,
+        ts.synthesis_started_at,
+        ts.completed_at,
+        ts.last_updated_at,
+        mnemo.as_ref().and_then(|m| m.archived_at)
     )
-    .bind(new_id)
-    .bind(&name)
-    .bind(&meta.original_user_task)
-    .bind(status.as_str())
-    .bind(phase.as_str())
-    .bind(&metadata)
-    .bind(&bundle.final_answer)
-    .bind(meta.error_summary.clone().filter(|v| !v.is_null()))
-    .bind(mnemo.as_ref().and_then(|m| m.running_summary.clone()))
-    .bind(mnemo.as_ref().map_or(0, |m| m.summary_message_count))
-    .bind(plan_version)
-    .bind(i64::try_from(events.len()).unwrap_or(i64::MAX))
-    .bind(i32::try_from(messages.len()).unwrap_or(i32::MAX))
-    .bind(i32::try_from(bundle.snapshots.len()).unwrap_or(i32::MAX))
-    .bind(ts.created_at)
-    .bind(ts.plan_generated_at)
-    .bind(ts.execution_started_at)
-    .bind(ts.synthesis_started_at)
-    .bind(ts.completed_at)
-    .bind(ts.last_updated_at)
-    .bind(mnemo.as_ref().and_then(|m| m.archived_at))
     .execute(&mut *tx)
     .await
     .map_err(|e| {
@@ -661,33 +705,33 @@ pub async fn store(
         )
         .await?;
         if let Some(state) = state {
-            sqlx::query(
+            sqlx::query!(
                 "UPDATE task_plans SET created_at = $3 WHERE task_id = $1 AND version = $2",
+                new_id,
+                p.version,
+                state.created_at
             )
-            .bind(new_id)
-            .bind(p.version)
-            .bind(state.created_at)
             .execute(&mut *tx)
             .await?;
             let items = serde_json::to_value(&state.items).map_err(internal)?;
-            sqlx::query(
+            sqlx::query!(
                 "UPDATE task_plan_items i
                  SET status = s.status, started_at = s.\"startedAt\", completed_at = s.\"completedAt\",
                      duration_seconds = s.\"durationSeconds\", rebased_from = s.\"rebasedFrom\"
                  FROM jsonb_to_recordset($3) AS s(ordinal int, status text, \"startedAt\" timestamptz,
                       \"completedAt\" timestamptz, \"durationSeconds\" double precision, \"rebasedFrom\" int)
                  WHERE i.task_id = $1 AND i.version = $2 AND i.ordinal = s.ordinal",
+                new_id,
+                p.version,
+                items
             )
-            .bind(new_id)
-            .bind(p.version)
-            .bind(items)
             .execute(&mut *tx)
             .await?;
         }
     }
 
     if !events.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO task_events (tenant_id, user_id, task_id, seq, ts, stage, sub_task_id,
                                       step_narrative, tool_name, status, input_payload, result_data,
                                       error_info, duration_ms)
@@ -698,21 +742,21 @@ pub async fn store(
                     nullif(e.v -> 'result_data', 'null'), nullif(e.v -> 'error_info', 'null'),
                     (e.v ->> 'duration_ms')::bigint
              FROM jsonb_array_elements($2) WITH ORDINALITY AS e(v, n)",
+            new_id,
+            Value::Array(events)
         )
-        .bind(new_id)
-        .bind(Value::Array(events))
         .execute(&mut *tx)
         .await?;
     }
     if !messages.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO task_messages (tenant_id, user_id, task_id, seq, role, content, msg_type, created_at)
              SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, e.n,
                     e.v ->> 'role', e.v ->> 'content', e.v ->> 'msg_type', (e.v ->> 'timestamp')::timestamptz
              FROM jsonb_array_elements($2) WITH ORDINALITY AS e(v, n)",
+            new_id,
+            Value::Array(messages)
         )
-        .bind(new_id)
-        .bind(Value::Array(messages))
         .execute(&mut *tx)
         .await?;
     }
@@ -725,39 +769,41 @@ pub async fn store(
             .collect();
         let flags: Vec<bool> = bundle.snapshots.iter().map(|s| s.is_summarized).collect();
         let times: Vec<DateTime<Utc>> = bundle.snapshots.iter().map(|s| s.timestamp).collect();
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO task_snapshots (tenant_id, user_id, task_id, seq, label, content, is_summarized, ts)
              SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, n, l, c, f, t
              FROM unnest($2::text[], $3::text[], $4::bool[], $5::timestamptz[]) WITH ORDINALITY AS v(l, c, f, t, n)",
+            new_id,
+            // Borrowed text (`&[&str]`), which the macro's check of a text[] parameter (`&[String]`)
+            // does not take.
+            &labels as &[&str],
+            &contents as &[&str],
+            &flags,
+            &times
         )
-        .bind(new_id)
-        .bind(&labels)
-        .bind(&contents)
-        .bind(&flags)
-        .bind(&times)
         .execute(&mut *tx)
         .await?;
     }
     crate::tasks::store::queue_task_history(&mut *tx, new_id).await?;
     for action in &actions {
-        let action_id: Uuid = sqlx::query_scalar(
+        let action_id = sqlx::query_scalar!(
             "INSERT INTO task_actions (tenant_id, user_id, id, task_id, version, ordinal, action_type,
                                        summary, status, input_data, output_data, created_at, updated_at)
              VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4,
                      $5, $6, $7, $8, $9, $10, $11)
              RETURNING id",
+            Uuid::now_v7(),
+            new_id,
+            action.plan_version,
+            action.ordinal,
+            &action.action_type,
+            &action.summary,
+            &action.status,
+            action.input_data.as_ref(),
+            action.output_data.as_ref(),
+            action.created_at,
+            action.updated_at
         )
-        .bind(Uuid::now_v7())
-        .bind(new_id)
-        .bind(action.plan_version)
-        .bind(action.ordinal)
-        .bind(&action.action_type)
-        .bind(&action.summary)
-        .bind(&action.status)
-        .bind(&action.input_data)
-        .bind(&action.output_data)
-        .bind(action.created_at)
-        .bind(action.updated_at)
         .fetch_one(&mut *tx)
         .await?;
         if !action.logs.is_empty() {
@@ -765,40 +811,41 @@ pub async fn store(
             let types: Vec<&str> = action.logs.iter().map(|l| l.log_type.as_str()).collect();
             let contents: Vec<&str> = action.logs.iter().map(|l| l.content.as_str()).collect();
             let times: Vec<DateTime<Utc>> = action.logs.iter().map(|l| l.created_at).collect();
-            sqlx::query(
+            sqlx::query!(
                 "INSERT INTO task_action_logs (tenant_id, user_id, id, task_id, action_id, log_type, content, created_at)
                  SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), i, $1, $2, l, c, t
                  FROM unnest($3::uuid[], $4::text[], $5::text[], $6::timestamptz[]) AS v(i, l, c, t)",
+                new_id,
+                action_id,
+                &ids,
+                // Borrowed text, as for the snapshots.
+                &types as &[&str],
+                &contents as &[&str],
+                &times
             )
-            .bind(new_id)
-            .bind(action_id)
-            .bind(&ids)
-            .bind(&types)
-            .bind(&contents)
-            .bind(&times)
             .execute(&mut *tx)
             .await?;
         }
     }
     for w in &wait_lines {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO task_waits (tenant_id, user_id, task_id, id, target_type, target_id, criteria,
                                      timeout_seconds, poll_interval, status, result_message,
                                      created_at, resolved_at)
              VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3, $4,
                      $5, $6, $7, $8, $9, $10, $11)",
+            new_id,
+            w.wait_id,
+            &w.target_type,
+            &w.target_id,
+            &w.criteria,
+            w.timeout_seconds,
+            w.poll_interval,
+            &w.status,
+            w.result_message.as_deref(),
+            w.created_at,
+            w.resolved_at
         )
-        .bind(new_id)
-        .bind(w.wait_id)
-        .bind(&w.target_type)
-        .bind(&w.target_id)
-        .bind(&w.criteria)
-        .bind(w.timeout_seconds)
-        .bind(w.poll_interval)
-        .bind(&w.status)
-        .bind(&w.result_message)
-        .bind(w.created_at)
-        .bind(w.resolved_at)
         .execute(&mut *tx)
         .await?;
     }
