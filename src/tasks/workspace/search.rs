@@ -1,12 +1,11 @@
 //! Search over task history (messages, execution-log events, snapshots, step text and tool
 //! results), of one task or of all the caller's tasks: by words, by meaning, or both.
 //!
-//! By words the query's terms are ORed and ranked by
-//! [`idf_ranking`](crate::search::query::idf_ranking) like every other search, and the whole
-//! ranking pages by offset. By meaning each item is compared with the query's embedding through
-//! `task_vectors` (filled by the background indexer). Both sides contribute their best
-//! [`CANDIDATES`], each candidate is scored on both sides, and [`fuse`](crate::search::fuse) ranks
-//! them; a hybrid or semantic search pages through that list.
+//! By words the query's terms are ORed and ranked by [`idf_ranking`] like every other search,
+//! and the whole ranking pages by offset. By meaning each item is compared with the query's
+//! embedding through `task_vectors` (filled by the background indexer). Both sides contribute
+//! their best [`CANDIDATES`], each candidate is scored on both sides, and
+//! [`fuse`](crate::search::fuse) ranks them; a hybrid or semantic search pages through that list.
 
 use std::collections::HashMap;
 
@@ -18,6 +17,7 @@ use super::model::*;
 use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::search::fusion::candidates;
+use crate::search::query::{QUERY_CTE, idf_ranking};
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse};
 
 /// Most candidates each side contributes to a semantic or hybrid ranking.
@@ -38,20 +38,91 @@ pub struct Found {
     pub degraded: bool,
 }
 
-// The three keyword statements below are checked against the schema at compile time, so each is
-// one literal, and they repeat the parts they share:
-// - `q`, the query (`$1` the ORed terms, `$2` the excluded ones), is `QUERY_CTE` of every search;
-// - `hits`, in the two that rank, holds the caller's texts matching the query's words (item keys
-//   and `tsv`); `$3` is the task, or NULL for every task;
-// - `terms` .. `scored` rank them as `idf_ranking` ranks every search, with the texts of the
-//   caller's history (or of the task) as the corpus;
-// - `docs` holds the documents of the items of a CTE `k` (`task_id`, `source`, `seq`,
-//   `part_index`, `char_offset`, `score`, `ord`), with where each sits and its time;
-// - the closing SELECT of a page gives each hit's fields with a snippet, matches in `«»`.
-// The test `statements_hold_the_shared_keyword_sql` fails when a copy here drifts from
-// `QUERY_CTE` or `idf_ranking`.
+/// The caller's texts matching the query's words, as a CTE `hits` (item keys and `tsv`); `$3`
+/// is the task, or NULL for every task.
+const HITS: &str = "hits AS MATERIALIZED (
+         SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
+                NULL::int AS char_offset, m.tsv
+         FROM task_messages m, q
+         WHERE numnode(q.pos) > 0 AND m.tsv @@ q.q
+           AND ($3::uuid IS NULL OR m.task_id = $3)
+       UNION ALL
+         SELECT e.task_id, 'event', e.seq, NULL, NULL, e.tsv
+         FROM task_events e, q
+         WHERE numnode(q.pos) > 0 AND e.tsv @@ q.q
+           AND ($3::uuid IS NULL OR e.task_id = $3)
+       UNION ALL
+         SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.tsv
+         FROM task_snapshots s, q
+         WHERE numnode(q.pos) > 0 AND s.tsv @@ q.q
+           AND ($3::uuid IS NULL OR s.task_id = $3)
+       UNION ALL
+         SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
+         FROM task_step_texts t, q
+         WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q
+           AND ($3::uuid IS NULL OR t.task_id = $3)
+     )";
 
-/// A hit as the statements select it: the item, where it sits, its snippet, rank and time.
+/// Texts the document frequencies are taken over: all the caller's history, or one task's.
+const CORPUS: &str =
+    "SELECT (SELECT count(*) FROM task_messages WHERE $3::uuid IS NULL OR task_id = $3)
+          + (SELECT count(*) FROM task_events WHERE $3::uuid IS NULL OR task_id = $3)
+          + (SELECT count(*) FROM task_snapshots WHERE $3::uuid IS NULL OR task_id = $3)
+          + (SELECT count(*) FROM task_step_texts WHERE $3::uuid IS NULL OR task_id = $3)";
+
+/// The start of a keyword statement: the query, the matching texts, and their scores (CTE
+/// `scored`). Binds `$1` (the ORed terms), `$2` (excluded terms) and `$3` (the task).
+fn keyword_ctes() -> String {
+    let ranking = idf_ranking("task_id, source, seq, part_index, char_offset", CORPUS);
+    format!("WITH {QUERY_CTE}, {HITS}, {ranking}")
+}
+
+/// The documents of items in a CTE `k` (`task_id`, `source`, `seq`, `part_index`, `char_offset`,
+/// `score`, `ord`), with where each sits and its time; ordered by `ord`.
+const DOCS: &str = "docs AS (
+         SELECT k.ord, m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
+                NULL::int AS part_index, NULL::int AS char_offset, NULL::text AS tool_call_id,
+                NULL::text AS label, m.content AS doc, m.created_at AS at, k.score AS rank
+         FROM k JOIN task_messages m
+           ON k.source = 'message' AND m.task_id = k.task_id AND m.seq = k.seq
+       UNION ALL
+         SELECT k.ord, e.task_id, 'event', e.seq, NULL, NULL, NULL, NULL, NULL,
+                mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info),
+                e.ts, k.score
+         FROM k JOIN task_events e
+           ON k.source = 'event' AND e.task_id = k.task_id AND e.seq = k.seq
+       UNION ALL
+         SELECT k.ord, s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content,
+                s.ts, k.score
+         FROM k JOIN task_snapshots s
+           ON k.source = 'snapshot' AND s.task_id = k.task_id AND s.seq = k.seq
+       UNION ALL
+         SELECT k.ord, t.task_id, t.kind, t.seq, st.step_id, t.part_index, t.char_offset,
+                st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content, st.created_at,
+                k.score
+         FROM k
+         JOIN task_step_texts t
+           ON k.source = t.kind AND t.task_id = k.task_id AND t.seq = k.seq
+          AND t.part_index = k.part_index AND t.char_offset = k.char_offset
+         JOIN task_steps st ON st.tenant_id = t.tenant_id AND st.user_id = t.user_id
+                           AND st.task_id = t.task_id AND st.seq = t.seq
+     )";
+
+/// The end of a statement over documents in `from` (as [`DOCS`] makes them): the hit's fields
+/// with a snippet, matches in `«»`, in the order `order`.
+fn show(from: &str, order: &str) -> String {
+    format!(
+        "SELECT d.task_id, d.source, d.seq, d.step_id, d.part_index, d.char_offset,
+                d.tool_call_id, d.label,
+                ts_headline('english', left(d.doc, 100000), q.q,
+                            'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2') AS snippet,
+                d.rank, d.at
+         FROM {from} d, q
+         ORDER BY {order}"
+    )
+}
+
+#[derive(FromRow)]
 struct HitRow {
     task_id: Uuid,
     source: String,
@@ -66,7 +137,6 @@ struct HitRow {
     at: DateTime<Utc>,
 }
 
-/// An item and its score on one side (the keyword statement's, or the runtime [`nearest`]'s).
 #[derive(FromRow)]
 struct Scored {
     task_id: Uuid,
@@ -171,62 +241,23 @@ pub async fn search(
 
     let keys = Keys::of(page.iter().map(|f| &f.id));
     let scores: Vec<f32> = page.iter().map(|f| f.score).collect();
-    let rows = sqlx::query_as!(
-        HitRow,
-        r#"WITH q AS (
-             SELECT pos, pos && websearch_to_tsquery('english', mnemo_memory_search_text($2)) AS q,
-                    tsvector_to_array(to_tsvector('english', mnemo_memory_search_text($1))) AS terms
-             FROM websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS pos
-         ), k AS (
+    let rows: Vec<HitRow> = sqlx::query_as(&format!(
+        "WITH {QUERY_CTE}, k AS (
              SELECT * FROM unnest($3::uuid[], $4::text[], $5::int8[], $6::int4[], $7::int4[],
                                   $8::real[])
                  WITH ORDINALITY AS k(task_id, source, seq, part_index, char_offset, score, ord)
-         ), docs AS (
-             SELECT k.ord, m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
-                    NULL::int AS part_index, NULL::int AS char_offset, NULL::text AS tool_call_id,
-                    NULL::text AS label, m.content AS doc, m.created_at AS at, k.score AS rank
-             FROM k JOIN task_messages m
-               ON k.source = 'message' AND m.task_id = k.task_id AND m.seq = k.seq
-           UNION ALL
-             SELECT k.ord, e.task_id, 'event', e.seq, NULL, NULL, NULL, NULL, NULL,
-                    mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info),
-                    e.ts, k.score
-             FROM k JOIN task_events e
-               ON k.source = 'event' AND e.task_id = k.task_id AND e.seq = k.seq
-           UNION ALL
-             SELECT k.ord, s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content,
-                    s.ts, k.score
-             FROM k JOIN task_snapshots s
-               ON k.source = 'snapshot' AND s.task_id = k.task_id AND s.seq = k.seq
-           UNION ALL
-             SELECT k.ord, t.task_id, t.kind, t.seq, st.step_id, t.part_index, t.char_offset,
-                    st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content, st.created_at,
-                    k.score
-             FROM k
-             JOIN task_step_texts t
-               ON k.source = t.kind AND t.task_id = k.task_id AND t.seq = k.seq
-              AND t.part_index = k.part_index AND t.char_offset = k.char_offset
-             JOIN task_steps st ON st.tenant_id = t.tenant_id AND st.user_id = t.user_id
-                               AND st.task_id = t.task_id AND st.seq = t.seq
-         )
-         SELECT d.task_id AS "task_id!", d.source AS "source!", d.seq AS "seq!",
-                d.step_id AS "step_id?", d.part_index AS "part_index?",
-                d.char_offset AS "char_offset?", d.tool_call_id AS "tool_call_id?",
-                d.label AS "label?",
-                ts_headline('english', left(d.doc, 100000), q.q,
-                            'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2') AS "snippet!",
-                d.rank AS "rank!", d.at AS "at!"
-         FROM docs d, q
-         ORDER BY d.ord"#,
-        text.any,
-        text.none,
-        &keys.tasks,
-        &keys.sources,
-        &keys.seqs,
-        &keys.parts,
-        &keys.offsets,
-        &scores
-    )
+         ), {DOCS}
+         {}",
+        show("docs", "d.ord")
+    ))
+    .bind(&text.any)
+    .bind(&text.none)
+    .bind(&keys.tasks)
+    .bind(&keys.sources)
+    .bind(&keys.seqs)
+    .bind(&keys.parts)
+    .bind(&keys.offsets)
+    .bind(&scores)
     .fetch_all(&mut *tx)
     .await?;
     let mut by_item: HashMap<Item, HitRow> = rows
@@ -289,104 +320,29 @@ async fn by_words(
     offset: i64,
     limit: i64,
 ) -> ApiResult<(Vec<SearchHit>, bool)> {
-    // Newest first among equal scores (the page's order and the closing SELECT's).
-    let rows = sqlx::query_as!(
-        HitRow,
-        r#"WITH q AS (
-             SELECT pos, pos && websearch_to_tsquery('english', mnemo_memory_search_text($2)) AS q,
-                    tsvector_to_array(to_tsvector('english', mnemo_memory_search_text($1))) AS terms
-             FROM websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS pos
-         ), hits AS MATERIALIZED (
-             SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
-                    NULL::int AS char_offset, m.tsv
-             FROM task_messages m, q
-             WHERE numnode(q.pos) > 0 AND m.tsv @@ q.q
-               AND ($3::uuid IS NULL OR m.task_id = $3)
-           UNION ALL
-             SELECT e.task_id, 'event', e.seq, NULL, NULL, e.tsv
-             FROM task_events e, q
-             WHERE numnode(q.pos) > 0 AND e.tsv @@ q.q
-               AND ($3::uuid IS NULL OR e.task_id = $3)
-           UNION ALL
-             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.tsv
-             FROM task_snapshots s, q
-             WHERE numnode(q.pos) > 0 AND s.tsv @@ q.q
-               AND ($3::uuid IS NULL OR s.task_id = $3)
-           UNION ALL
-             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
-             FROM task_step_texts t, q
-             WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q
-               AND ($3::uuid IS NULL OR t.task_id = $3)
-         ), terms AS (
-             -- Lexemes as tsquery literals; one with a backslash cannot be quoted, and is skipped.
-             SELECT t.term, quote_literal(t.term)::tsquery AS tq
-             FROM q, unnest(q.terms) AS t(term)
-             WHERE position(E'\\' in t.term) = 0
-         ), matches AS MATERIALIZED (
-             SELECT h.task_id, h.source, h.seq, h.part_index, h.char_offset, t.term FROM hits h JOIN terms t ON h.tsv @@ t.tq
-         ), df AS (
-             SELECT term, count(*) AS n FROM matches GROUP BY term
-         ), stats AS (
-             SELECT greatest((SELECT (SELECT count(*) FROM task_messages WHERE $3::uuid IS NULL OR task_id = $3)
-                  + (SELECT count(*) FROM task_events WHERE $3::uuid IS NULL OR task_id = $3)
-                  + (SELECT count(*) FROM task_snapshots WHERE $3::uuid IS NULL OR task_id = $3)
-                  + (SELECT count(*) FROM task_step_texts WHERE $3::uuid IS NULL OR task_id = $3)), (SELECT count(*) FROM hits)) AS n
-         ), scored AS (
-             SELECT m.task_id, m.source, m.seq, m.part_index, m.char_offset, sum(ln(1 + (stats.n - df.n + 0.5) / (df.n + 0.5)))::real AS score
-             FROM matches m JOIN df USING (term) CROSS JOIN stats
-             GROUP BY m.task_id, m.source, m.seq, m.part_index, m.char_offset
-         ), k AS (
+    // Newest first among equal scores.
+    let order = "d.rank DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index, d.char_offset";
+    let sql = format!(
+        "{}, k AS (
              SELECT task_id, source, seq, part_index, char_offset, score, 0::bigint AS ord
              FROM scored
-         ), docs AS (
-             SELECT k.ord, m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
-                    NULL::int AS part_index, NULL::int AS char_offset, NULL::text AS tool_call_id,
-                    NULL::text AS label, m.content AS doc, m.created_at AS at, k.score AS rank
-             FROM k JOIN task_messages m
-               ON k.source = 'message' AND m.task_id = k.task_id AND m.seq = k.seq
-           UNION ALL
-             SELECT k.ord, e.task_id, 'event', e.seq, NULL, NULL, NULL, NULL, NULL,
-                    mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info),
-                    e.ts, k.score
-             FROM k JOIN task_events e
-               ON k.source = 'event' AND e.task_id = k.task_id AND e.seq = k.seq
-           UNION ALL
-             SELECT k.ord, s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content,
-                    s.ts, k.score
-             FROM k JOIN task_snapshots s
-               ON k.source = 'snapshot' AND s.task_id = k.task_id AND s.seq = k.seq
-           UNION ALL
-             SELECT k.ord, t.task_id, t.kind, t.seq, st.step_id, t.part_index, t.char_offset,
-                    st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content, st.created_at,
-                    k.score
-             FROM k
-             JOIN task_step_texts t
-               ON k.source = t.kind AND t.task_id = k.task_id AND t.seq = k.seq
-              AND t.part_index = k.part_index AND t.char_offset = k.char_offset
-             JOIN task_steps st ON st.tenant_id = t.tenant_id AND st.user_id = t.user_id
-                               AND st.task_id = t.task_id AND st.seq = t.seq
-         ), page AS (
+         ), {DOCS}, page AS (
              -- Each document carries its score: joining `scored` again would make the planner,
              -- which cannot estimate the CTE, loop over every hit for every hit.
-             SELECT d.* FROM docs d ORDER BY d.rank DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index, d.char_offset OFFSET $4 LIMIT $5
+             SELECT d.* FROM docs d ORDER BY {order} OFFSET $4 LIMIT $5
          )
-         SELECT d.task_id AS "task_id!", d.source AS "source!", d.seq AS "seq!",
-                d.step_id AS "step_id?", d.part_index AS "part_index?",
-                d.char_offset AS "char_offset?", d.tool_call_id AS "tool_call_id?",
-                d.label AS "label?",
-                ts_headline('english', left(d.doc, 100000), q.q,
-                            'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2') AS "snippet!",
-                d.rank AS "rank!", d.at AS "at!"
-         FROM page d, q
-         ORDER BY d.rank DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index, d.char_offset"#,
-        text.any,
-        text.none,
-        task_id,
-        offset,
-        limit + 1
-    )
-    .fetch_all(&mut *tx)
-    .await?;
+         {}",
+        keyword_ctes(),
+        show("page", order)
+    );
+    let rows: Vec<HitRow> = sqlx::query_as(&sql)
+        .bind(&text.any)
+        .bind(&text.none)
+        .bind(task_id)
+        .bind(offset)
+        .bind(limit + 1)
+        .fetch_all(&mut *tx)
+        .await?;
     let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
     let hits = rows
         .into_iter()
@@ -410,78 +366,34 @@ async fn keyword_scores(
     also: &[(Item, f32)],
 ) -> ApiResult<Vec<(Item, f32)>> {
     let keys = Keys::of(also.iter().map(|a| &a.0));
-    let rows = sqlx::query_as!(
-        Scored,
-        r#"WITH q AS (
-             SELECT pos, pos && websearch_to_tsquery('english', mnemo_memory_search_text($2)) AS q,
-                    tsvector_to_array(to_tsvector('english', mnemo_memory_search_text($1))) AS terms
-             FROM websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS pos
-         ), hits AS MATERIALIZED (
-             SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
-                    NULL::int AS char_offset, m.tsv
-             FROM task_messages m, q
-             WHERE numnode(q.pos) > 0 AND m.tsv @@ q.q
-               AND ($3::uuid IS NULL OR m.task_id = $3)
-           UNION ALL
-             SELECT e.task_id, 'event', e.seq, NULL, NULL, e.tsv
-             FROM task_events e, q
-             WHERE numnode(q.pos) > 0 AND e.tsv @@ q.q
-               AND ($3::uuid IS NULL OR e.task_id = $3)
-           UNION ALL
-             SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.tsv
-             FROM task_snapshots s, q
-             WHERE numnode(q.pos) > 0 AND s.tsv @@ q.q
-               AND ($3::uuid IS NULL OR s.task_id = $3)
-           UNION ALL
-             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
-             FROM task_step_texts t, q
-             WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q
-               AND ($3::uuid IS NULL OR t.task_id = $3)
-         ), terms AS (
-             -- Lexemes as tsquery literals; one with a backslash cannot be quoted, and is skipped.
-             SELECT t.term, quote_literal(t.term)::tsquery AS tq
-             FROM q, unnest(q.terms) AS t(term)
-             WHERE position(E'\\' in t.term) = 0
-         ), matches AS MATERIALIZED (
-             SELECT h.task_id, h.source, h.seq, h.part_index, h.char_offset, t.term FROM hits h JOIN terms t ON h.tsv @@ t.tq
-         ), df AS (
-             SELECT term, count(*) AS n FROM matches GROUP BY term
-         ), stats AS (
-             SELECT greatest((SELECT (SELECT count(*) FROM task_messages WHERE $3::uuid IS NULL OR task_id = $3)
-                  + (SELECT count(*) FROM task_events WHERE $3::uuid IS NULL OR task_id = $3)
-                  + (SELECT count(*) FROM task_snapshots WHERE $3::uuid IS NULL OR task_id = $3)
-                  + (SELECT count(*) FROM task_step_texts WHERE $3::uuid IS NULL OR task_id = $3)), (SELECT count(*) FROM hits)) AS n
-         ), scored AS (
-             SELECT m.task_id, m.source, m.seq, m.part_index, m.char_offset, sum(ln(1 + (stats.n - df.n + 0.5) / (df.n + 0.5)))::real AS score
-             FROM matches m JOIN df USING (term) CROSS JOIN stats
-             GROUP BY m.task_id, m.source, m.seq, m.part_index, m.char_offset
-         ), ranked AS (
+    let sql = format!(
+        "{}, ranked AS (
              SELECT task_id, source, seq, coalesce(part_index, -1) AS part_index,
                     coalesce(char_offset, -1) AS char_offset, score,
                     row_number() OVER (ORDER BY score DESC, task_id, source, seq, part_index,
                                                 char_offset) AS ord
              FROM scored
          )
-         SELECT task_id AS "task_id!", source AS "source!", seq AS "seq!",
-                part_index AS "part_index!", char_offset AS "char_offset!", score AS "score!"
-         FROM ranked
+         SELECT task_id, source, seq, part_index, char_offset, score FROM ranked
          WHERE ord <= $4
             OR (task_id, source, seq, part_index, char_offset) IN (
                    SELECT * FROM unnest($5::uuid[], $6::text[], $7::int8[], $8::int4[],
                                         $9::int4[]))
-         ORDER BY ord"#,
-        text.any,
-        text.none,
-        task_id,
-        CANDIDATES,
-        &keys.tasks,
-        &keys.sources,
-        &keys.seqs,
-        &keys.parts,
-        &keys.offsets
-    )
-    .fetch_all(&mut *tx)
-    .await?;
+         ORDER BY ord",
+        keyword_ctes()
+    );
+    let rows: Vec<Scored> = sqlx::query_as(&sql)
+        .bind(&text.any)
+        .bind(&text.none)
+        .bind(task_id)
+        .bind(CANDIDATES)
+        .bind(&keys.tasks)
+        .bind(&keys.sources)
+        .bind(&keys.seqs)
+        .bind(&keys.parts)
+        .bind(&keys.offsets)
+        .fetch_all(&mut *tx)
+        .await?;
     Ok(rows.into_iter().map(Scored::pair).collect())
 }
 
@@ -498,8 +410,6 @@ async fn nearest(
     // is the embedder's, never the caller's.
     let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
     let keys = only.map(|items| Keys::of(items.iter()));
-    // Runtime: it binds pgvector's `vector`, which the macros do not know, and names the
-    // embedder's dimension in its casts.
     let rows: Vec<Scored> = sqlx::query_as(&format!(
         "SELECT v.task_id, v.source, v.seq, v.part_index, v.char_offset,
                 (1 - {distance})::real AS score
@@ -536,27 +446,4 @@ async fn nearest(
     }
     out.truncate(CANDIDATES as usize);
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::search::query::{QUERY_CTE, idf_ranking};
-
-    /// The text with every run of whitespace as one space.
-    fn squashed(text: &str) -> String {
-        text.split_whitespace().collect::<Vec<_>>().join(" ")
-    }
-
-    /// The keyword statements hold copies of the SQL every search shares (one literal each, for
-    /// the compile-time check): the query CTE in all three, and the ranking, around this file's
-    /// corpus, in the two that rank.
-    #[test]
-    fn statements_hold_the_shared_keyword_sql() {
-        let source = squashed(include_str!("search.rs"));
-        assert_eq!(source.matches(&squashed(QUERY_CTE)).count(), 3);
-        let ranking = idf_ranking("task_id, source, seq, part_index, char_offset", "\u{0}");
-        for part in ranking.split('\u{0}') {
-            assert_eq!(source.matches(&squashed(part)).count(), 2, "{part}");
-        }
-    }
 }
