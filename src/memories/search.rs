@@ -246,7 +246,8 @@ async fn keyword_candidates(
          ), {BEST}",
         admitted = admitted("h.memory_id"),
     );
-    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
+    // Runtime-checked: composed from the ranking and filter SQL the searches share (`BEST`,
+    // `FILTERS`, `admitted`); no value is spliced.
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
         .bind(&text.none);
@@ -292,7 +293,8 @@ async fn exact_keyword_candidates(
          ), {ranking}, {BEST}",
         memories()
     );
-    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
+    // Runtime-checked: composed from the ranking and filter SQL the searches share (`BEST`,
+    // `FILTERS`, `admitted`); no value is spliced.
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
         .bind(&text.none);
@@ -362,32 +364,31 @@ async fn neighbours(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
-    let rows: Vec<(Uuid, Option<Uuid>, Option<Uuid>)> = sqlx::query_as(
-        "SELECT m.id,
+    let rows = sqlx::query!(
+        r#"SELECT m.id,
                 (SELECT p.id FROM agent_memories p
                  WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
                    AND coalesce(p.agent_id, '') = coalesce(m.agent_id, '')
                    AND coalesce(p.thread_id, '') = coalesce(m.thread_id, '')
                    AND (p.created_at, p.id) < (m.created_at, m.id)
-                 ORDER BY p.created_at DESC, p.id DESC LIMIT 1),
+                 ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS "previous?",
                 (SELECT n.id FROM agent_memories n
                  WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
                    AND coalesce(n.agent_id, '') = coalesce(m.agent_id, '')
                    AND coalesce(n.thread_id, '') = coalesce(m.thread_id, '')
                    AND (n.created_at, n.id) > (m.created_at, m.id)
-                 ORDER BY n.created_at, n.id LIMIT 1)
+                 ORDER BY n.created_at, n.id LIMIT 1) AS "next?"
          FROM agent_memories m
          WHERE m.tenant_id = current_setting('mnemo.tenant')
            AND m.user_id = current_setting('mnemo.user')
-           AND m.id = ANY($1)",
+           AND m.id = ANY($1)"#,
+        ids
     )
-    .bind(ids)
     .fetch_all(&mut *conn)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, prev, next)| (id, [prev, next]))
+        .map(|row| (row.id, [row.previous, row.next]))
         .collect())
 }
 
@@ -480,19 +481,20 @@ pub async fn search_memory(
         "StartSel=\"{START_SEL}\", StopSel=\"{STOP_SEL}\", MaxWords=35, MinWords=12, \
          MaxFragments=2, FragmentDelimiter=\" … \""
     );
-    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
-    let shown = sqlx::query_as::<_, Shown>(
-        "WITH q AS (
+    let shown = sqlx::query_as!(
+        Shown,
+        r#"WITH q AS (
              SELECT websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS q
          )
          SELECT m.memory_key, m.summary, m.memory_type, m.agent_id, m.thread_id,
-                c.byte_start, c.byte_len, c.line_start, c.line_end, c.content AS chunk,
+                c.byte_start AS "byte_start?", c.byte_len AS "byte_len?",
+                c.line_start AS "line_start?", c.line_end AS "line_end?", c.content AS "chunk?",
                 CASE WHEN NOT u.highlight
                           THEN left(coalesce(c.content, m.summary), 300)
                      WHEN c.content IS NOT NULL
                           THEN ts_headline('english', mnemo_memory_search_text(c.content), q.q, $5)
                      ELSE ts_headline('english', mnemo_memory_search_text(m.summary), q.q, $5)
-                END AS snippet
+                END AS "snippet!"
          FROM unnest($2::uuid[], $3::int8[], $4::bool[]) WITH ORDINALITY
                   AS u(id, byte_start, highlight, ord)
          CROSS JOIN q
@@ -503,13 +505,14 @@ pub async fn search_memory(
            ON c.tenant_id = current_setting('mnemo.tenant')
           AND c.user_id = current_setting('mnemo.user')
           AND c.memory_id = u.id AND c.byte_start = u.byte_start
-         ORDER BY u.ord",
+         ORDER BY u.ord"#,
+        text.any,
+        &ids,
+        // A summary hit has no chunk: NULL elements, which the macro's array check does not admit.
+        &starts as &[Option<i64>],
+        &highlight,
+        options
     )
-    .bind(&text.any)
-    .bind(&ids)
-    .bind(&starts)
-    .bind(&highlight)
-    .bind(&options)
     .fetch_all(&mut *conn)
     .await?;
 

@@ -665,8 +665,8 @@ pub async fn list_memories(conn: &mut Scoped, query: &ListQuery) -> ApiResult<Me
     }
     let cursor = crate::pagination::position::<Uuid>(query.cursor.as_deref())?;
     let metadata = metadata_filter("metadata", query.metadata.as_deref())?;
-    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
-    let rows = sqlx::query_as::<_, InfoRow>(
+    let rows = sqlx::query_as!(
+        InfoRow,
         "SELECT id, memory_key, summary, memory_type, agent_id, thread_id, content_metadata,
                 size_bytes, line_count, token_count, content_sha256, version, is_active,
                 created_at, updated_at
@@ -683,16 +683,16 @@ pub async fn list_memories(conn: &mut Scoped, query: &ListQuery) -> ApiResult<Me
            AND ($8::uuid IS NULL OR id < $8)
          ORDER BY id DESC
          LIMIT $9",
+        query.include_inactive.unwrap_or(false),
+        query.agent_id.as_deref(),
+        query.thread_id.as_deref(),
+        query.memory_type.as_deref(),
+        query.created_after,
+        query.created_before,
+        metadata,
+        cursor,
+        i64::from(limit) + 1
     )
-    .bind(query.include_inactive.unwrap_or(false))
-    .bind(&query.agent_id)
-    .bind(&query.thread_id)
-    .bind(&query.memory_type)
-    .bind(query.created_after)
-    .bind(query.created_before)
-    .bind(metadata)
-    .bind(cursor)
-    .bind(i64::from(limit) + 1)
     .fetch_all(&mut *conn)
     .await?;
     let (rows, more) = crate::pagination::split(rows, i64::from(limit));

@@ -41,8 +41,8 @@ pub async fn page(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<MemoryRecord>, sqlx::Error> {
-    // Runtime: the macros' check (EXPLAIN, NULL binds) fails on current_setting('mnemo.tenant').
-    sqlx::query_as::<_, MemoryRecord>(
+    sqlx::query_as!(
+        MemoryRecord,
         "SELECT id, memory_key AS key, agent_id, thread_id, memory_type, summary,
                 content_metadata AS metadata, version, is_active, size_bytes,
                 content_sha256, created_at, updated_at
@@ -50,9 +50,9 @@ pub async fn page(
          WHERE tenant_id = current_setting('mnemo.tenant') AND user_id = current_setting('mnemo.user')
            AND ($1::uuid IS NULL OR id > $1)
          ORDER BY id LIMIT $2",
+        after,
+        limit
     )
-    .bind(after)
-    .bind(limit)
     .fetch_all(conn)
     .await
 }

@@ -24,10 +24,6 @@ pub(crate) struct ActionRow {
     pub updated_at: DateTime<Utc>,
 }
 
-/// The columns of [`ActionRow`], in its order (the statements here spell them out).
-pub(crate) const ACTION_COLUMNS: &str = "id, task_id, version, ordinal, action_type, summary, status, \
-    input_data, output_data, created_at, updated_at";
-
 impl From<ActionRow> for Action {
     fn from(r: ActionRow) -> Self {
         Action {

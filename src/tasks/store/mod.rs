@@ -23,8 +23,8 @@ mod actions;
 mod history;
 mod plans;
 
+pub(crate) use actions::ActionRow;
 pub use actions::*;
-pub(crate) use actions::{ACTION_COLUMNS, ActionRow};
 pub use history::*;
 pub use plans::*;
 

@@ -241,6 +241,8 @@ pub async fn search(
 
     let keys = Keys::of(page.iter().map(|f| &f.id));
     let scores: Vec<f32> = page.iter().map(|f| f.score).collect();
+    // Runtime-checked, like every keyword statement: the ranking SQL every search shares
+    // (`QUERY_CTE`) is spliced in, one text for all of them; no value is spliced.
     let rows: Vec<HitRow> = sqlx::query_as(&format!(
         "WITH {QUERY_CTE}, k AS (
              SELECT * FROM unnest($3::uuid[], $4::text[], $5::int8[], $6::int4[], $7::int4[],
@@ -335,6 +337,7 @@ async fn by_words(
         keyword_ctes(),
         show("page", order)
     );
+    // Runtime-checked: built from the shared ranking SQL (see `keyword_ctes`).
     let rows: Vec<HitRow> = sqlx::query_as(&sql)
         .bind(&text.any)
         .bind(&text.none)
@@ -382,6 +385,7 @@ async fn keyword_scores(
          ORDER BY ord",
         keyword_ctes()
     );
+    // Runtime-checked: built from the shared ranking SQL (see `keyword_ctes`).
     let rows: Vec<Scored> = sqlx::query_as(&sql)
         .bind(&text.any)
         .bind(&text.none)
@@ -410,6 +414,8 @@ async fn nearest(
     // is the embedder's, never the caller's.
     let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
     let keys = only.map(|items| Keys::of(items.iter()));
+    // Runtime-checked: it binds pgvector's `vector`, which the macros do not know, and names the
+    // dimension in its text.
     let rows: Vec<Scored> = sqlx::query_as(&format!(
         "SELECT v.task_id, v.source, v.seq, v.part_index, v.char_offset,
                 (1 - {distance})::real AS score
