@@ -148,19 +148,6 @@ impl ApiError {
         }
     }
 
-    /// Maps a named constraint violation to a client error instead of a 500.
-    pub fn from_db_constraint(
-        err: sqlx::Error,
-        map: impl FnOnce(&str) -> Option<ApiError>,
-    ) -> ApiError {
-        if let sqlx::Error::Database(db) = &err
-            && let Some(mapped) = db.constraint().and_then(map)
-        {
-            return mapped;
-        }
-        ApiError::from(err)
-    }
-
     /// The problem a request is answered with when a statement breaks the named constraint
     /// `name`, if [`CONSTRAINTS`] lists it.
     pub fn from_constraint(name: &str) -> Option<ApiError> {

@@ -333,12 +333,7 @@ impl Idempotency {
             claim.ttl_hours
         )
         .execute(&mut tx)
-        .await
-        .map_err(|err| {
-            ApiError::from_db_constraint(err, |name| {
-                (name == "idempotency_keys_pkey").then(in_progress)
-            })
-        })?;
+        .await?;
         tx.commit().await?;
         Ok(Response::from_parts(parts, Body::from(body)))
     }

@@ -260,15 +260,7 @@ pub async fn insert_steps(
         &times as &[Option<DateTime<Utc>>]
     )
     .fetch_all(&mut *tx)
-    .await
-    .map_err(|e| {
-        ApiError::from_db_constraint(e, |name| {
-            (name == "task_steps_step_id_key").then(|| {
-                ApiError::conflict("a step with this step_id already exists in the task")
-                    .with("field", "step_id")
-            })
-        })
-    })?;
+    .await?;
     if !call_id.is_empty() {
         sqlx::query!(
             "INSERT INTO task_tool_calls (tenant_id, user_id, task_id, tool_call_id, seq, part_index, tool_name)
@@ -497,13 +489,7 @@ pub async fn insert_artifact(
         a.created_at
     )
     .fetch_one(tx)
-    .await
-    .map_err(|e| {
-        ApiError::from_db_constraint(e, |name| {
-            (name == "task_artifacts_pkey")
-                .then(|| ApiError::conflict(format!("artifact {} already exists", a.id)))
-        })
-    })?;
+    .await?;
     Ok(row.into())
 }
 

@@ -683,14 +683,7 @@ pub async fn store(
         mnemo.as_ref().and_then(|m| m.archived_at)
     )
     .execute(&mut *tx)
-    .await
-    .map_err(|e| {
-        ApiError::from_db_constraint(e, |name| {
-            (name == "tasks_pkey").then(|| {
-                ApiError::conflict(format!("task {new_id} already exists")).with("field", "keep_id")
-            })
-        })
-    })?;
+    .await?;
 
     for (p, steps) in bundle.plans.iter().zip(&parsed_plans) {
         let state = states.iter().find(|s| s.version == p.version);
