@@ -1134,10 +1134,41 @@ async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), 
             }
         };
         let lines = query.map_err(|e| format!("{name}: {e}"))?;
+        // The plan a request runs once PostgreSQL settles on a generic plan for the prepared
+        // statement (after five executions), which knows no parameter value: where it differs
+        // from the plan above, a cost that grows with the data can hide.
+        let statement = match name {
+            "archive-one-message" => Some(store::ARCHIVE_SQL.to_owned()),
+            "window" => Some(store::WINDOW_SQL.to_owned()),
+            "messages-newest-page" => Some(store::messages_sql(Order::Desc)),
+            "messages-deep-page" => Some(store::messages_sql(Order::Asc)),
+            "sessions-list" => Some(store::sessions_sql()),
+            _ => None,
+        };
+        let generic = match statement {
+            // Runtime, and over the simple protocol: a statement with parameters and no values
+            // for them is what `GENERIC_PLAN` plans; a prepared one would ask for the values.
+            Some(sql) => {
+                let explain = format!("EXPLAIN (GENERIC_PLAN, COSTS OFF) {sql}");
+                let rows = sqlx::raw_sql(&explain)
+                    .fetch_all(&mut tx)
+                    .await
+                    .map_err(|e| format!("{name} (generic): {e}"))?;
+                let lines: Result<Vec<String>, _> =
+                    rows.iter().map(|r| sqlx::Row::try_get(r, 0)).collect();
+                Some(lines.map_err(|e| format!("{name} (generic): {e}"))?)
+            }
+            None => None,
+        };
         tx.rollback().await.map_err(|e| e.to_string())?;
         let path = dir.join(format!("{name}.txt"));
         std::fs::write(&path, lines.join("\n") + "\n").map_err(|e| e.to_string())?;
         written.push(path.display().to_string());
+        if let Some(generic) = generic {
+            let path = dir.join(format!("{name}.generic.txt"));
+            std::fs::write(&path, generic.join("\n") + "\n").map_err(|e| e.to_string())?;
+            written.push(path.display().to_string());
+        }
     }
     println!("explain user={user} wrote {}", written.join(" "));
     Ok(())

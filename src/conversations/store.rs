@@ -26,31 +26,34 @@ macro_rules! archive_sql {
     SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[],
                          $8::text[], $14::timestamptz[])
          WITH ORDINALITY AS m(id, sender, text, sent_at, tool_calls, tool_call_id, edited_at, ord)
-), inserted AS (
-    INSERT INTO conversation_messages
+), upserted AS (
+    -- One upsert through the primary key: each message of the batch is looked up by its id,
+    -- however long the session; a stored one is updated only when its content differs and the
+    -- stored state is not newer (`edited_at`). `xmax = 0` marks the rows this statement inserted.
+    INSERT INTO conversation_messages AS c
         (tenant_id, user_id, session_id, message_id, sender, text, sent_at, tool_calls,
          tool_call_id, edited_at)
     SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1,
            m.id, m.sender, m.text, m.sent_at, m.tool_calls, m.tool_call_id, m.edited_at
     FROM incoming m
     ORDER BY m.ord
-    ON CONFLICT DO NOTHING
-    RETURNING message_id, seq, archived_at, sender, text
+    ON CONFLICT (tenant_id, user_id, session_id, message_id) DO UPDATE
+    SET sender = EXCLUDED.sender, text = EXCLUDED.text, tool_calls = EXCLUDED.tool_calls,
+        tool_call_id = EXCLUDED.tool_call_id, edited_at = EXCLUDED.edited_at
+    WHERE (c.sender, c.text, c.tool_calls, c.tool_call_id)
+          IS DISTINCT FROM (EXCLUDED.sender, EXCLUDED.text, EXCLUDED.tool_calls, EXCLUDED.tool_call_id)
+      AND (c.edited_at IS NULL OR EXCLUDED.edited_at >= c.edited_at)
+    RETURNING c.message_id, c.seq, c.archived_at, c.sender, c.text, c.sent_at, c.xmax = 0 AS fresh
+), inserted AS (
+    SELECT message_id, seq, archived_at, sender, text FROM upserted WHERE fresh
 ), updated AS (
-    UPDATE conversation_messages c
-    SET sender = m.sender, text = m.text, tool_calls = m.tool_calls,
-        tool_call_id = m.tool_call_id, edited_at = m.edited_at
-    FROM incoming m
-    WHERE c.tenant_id = current_setting('mnemo.tenant') AND c.user_id = current_setting('mnemo.user')
-      AND c.session_id = $1 AND c.message_id = m.id
-      AND (c.sender, c.text, c.tool_calls, c.tool_call_id)
-          IS DISTINCT FROM (m.sender, m.text, m.tool_calls, m.tool_call_id)
-      AND (c.edited_at IS NULL OR m.edited_at >= c.edited_at)
-    RETURNING c.message_id, c.seq, c.sent_at
+    SELECT message_id, seq, sent_at FROM upserted WHERE NOT fresh
 ), removed AS (
     DELETE FROM conversation_messages c
     USING unnest($15::text[], $16::timestamptz[]) AS d(id, edited_at)
-    WHERE c.tenant_id = current_setting('mnemo.tenant') AND c.user_id = current_setting('mnemo.user')
+    -- Only when the batch deletes something (see `updated`).
+    WHERE cardinality($15::text[]) > 0
+      AND c.tenant_id = current_setting('mnemo.tenant') AND c.user_id = current_setting('mnemo.user')
       AND c.session_id = $1 AND c.message_id = d.id
       AND (c.edited_at IS NULL OR d.edited_at IS NULL OR d.edited_at >= c.edited_at)
     RETURNING c.message_id, c.seq, c.sent_at
@@ -97,12 +100,13 @@ SELECT (SELECT version FROM session) AS "version!",
 
 /// The archive of one batch, in one statement: the session is created on first sight (or its
 /// activity time and version bumped); the messages go in with one multi-row
-/// `INSERT ... ON CONFLICT DO NOTHING`; a stored message sent with other content is updated in
-/// place (keeping its `seq` and time) unless the stored state is newer (see
-/// [`super::model::IncomingMessage::edited_at`]); deletions delete (their vectors go by cascade);
-/// and the batch is recorded in `recent_conversation_history`. The update and the delete test the
-/// stored row itself, so a concurrent archive of the same message is re-checked, not overwritten
-/// blindly.
+/// `INSERT ... ON CONFLICT DO UPDATE` through the primary key, so the cost is the batch's, never
+/// the session's length: a new message is inserted, a stored one sent with other content is
+/// updated in place (keeping its `seq` and time) unless the stored state is newer (see
+/// [`super::model::IncomingMessage::edited_at`]), one sent as stored changes nothing; deletions
+/// delete (their vectors go by cascade); and the batch is recorded in
+/// `recent_conversation_history`. The upsert and the delete test the stored row itself, so a
+/// concurrent archive of the same message is re-checked, not overwritten blindly.
 ///
 /// With an embedder, new and updated messages are queued for the indexer (which replaces a
 /// message's vectors, and drops them when it has no text left), and so is the message after each
