@@ -255,9 +255,7 @@ pub async fn prepare(state: &AppState, caller: &Caller, req: ChatRequest) -> Api
             &batch,
             archived,
         );
-        if !archived.new_ids.is_empty() {
-            summary::schedule(state, caller, &session_id);
-        }
+        summary::schedule_after(state, caller, &session_id, archived);
     }
     let (window, fresh) = turn_view(window, &batch, archived.as_ref());
     // The running summary speaks for the messages before the window, when there are any.
@@ -478,7 +476,7 @@ pub async fn respond(
     let archived = store::archive(&mut tx, &turn.session_id, &turn.agent, &batch).await?;
     tx.commit().await?;
     remember_archive(state, caller, &turn.session_id, cached, &batch, &archived);
-    summary::schedule(state, caller, &turn.session_id);
+    summary::schedule_after(state, caller, &turn.session_id, &archived);
 
     let mut out: Vec<StoredMessage> = batch
         .messages
@@ -546,6 +544,8 @@ mod tests {
             deleted_ids: deleted.iter().map(|s| (*s).to_owned()).collect(),
             archived_at: Utc::now(),
             duplicates: 0,
+            message_count: 3,
+            summary_covers: 0,
         }
     }
 

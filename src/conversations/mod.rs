@@ -254,9 +254,7 @@ async fn archive(
     let answer = archive_answer(session_id.clone(), &archived);
     let response = idem.commit(tx, axum::Json(answer)).await?;
     chat::remember_archive(state, caller, &session_id, before, &batch, &archived);
-    if !archived.new_ids.is_empty() {
-        summary::schedule(state, caller, &session_id);
-    }
+    summary::schedule_after(state, caller, &session_id, &archived);
     Ok(response)
 }
 

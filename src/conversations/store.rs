@@ -21,7 +21,7 @@ macro_rules! archive_sql {
     VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2)
     ON CONFLICT (tenant_id, user_id, session_id)
     DO UPDATE SET last_activity_at = now(), version = s.version + 1
-    RETURNING s.version
+    RETURNING s.version, s.message_count, s.summary_message_count
 ), incoming AS (
     SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[],
                          $8::text[], $14::timestamptz[])
@@ -93,7 +93,10 @@ SELECT (SELECT version FROM session) AS "version!",
        COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM inserted), '{}') AS "new_ids!",
        COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM updated), '{}') AS "updated_ids!",
        COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM removed), '{}') AS "deleted_ids!",
-       (SELECT max(archived_at) FROM inserted) AS archived_at"#
+       (SELECT max(archived_at) FROM inserted) AS archived_at,
+       (SELECT message_count FROM session) + (SELECT count(*) FROM inserted)::int
+           AS "message_count!",
+       (SELECT summary_message_count FROM session) AS "summary_covers!""#
         )
     };
 }
@@ -128,6 +131,10 @@ pub struct Archived {
     pub archived_at: DateTime<Utc>,
     /// Messages of the batch that changed nothing.
     pub duplicates: i64,
+    /// The session's messages after this archive, and how many of them its running summary
+    /// covers: whether a summary refresh is due, known without another read.
+    pub message_count: i32,
+    pub summary_covers: i32,
 }
 
 impl Archived {
@@ -152,6 +159,8 @@ struct ArchiveRow {
     deleted_ids: Vec<String>,
     /// `None` when the batch stored no message.
     archived_at: Option<DateTime<Utc>>,
+    message_count: i32,
+    summary_covers: i32,
 }
 
 /// Archives `batch` into `session_id` (see [`ARCHIVE_SQL`]).
@@ -208,6 +217,8 @@ pub async fn archive(
         updated_ids,
         deleted_ids,
         archived_at,
+        message_count,
+        summary_covers,
     } = archive_sql!(archive).fetch_one(&mut *conn).await?;
     if !embed {
         forget_vectors(conn, session_id, &updated_ids).await?;
@@ -222,6 +233,8 @@ pub async fn archive(
         deleted_ids,
         archived_at: archived_at.unwrap_or_else(Utc::now),
         duplicates,
+        message_count,
+        summary_covers,
     })
 }
 

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{LazyLock, Mutex};
 
-use super::store;
+use super::store::{self, Archived};
 use crate::access::Caller;
 use crate::error::ApiResult;
 use crate::llm::{ChatMessage, LlmClient};
@@ -520,6 +520,17 @@ pub fn prompt(previous: Option<&str>, since: &[Line]) -> (String, String) {
     }
     user.push_str("\n\nWrite the updated summary.");
     (system, user)
+}
+
+/// [`schedule`] after `archived`, only when the archive made a refresh due: the archive itself
+/// answered the session's message count and what the summary covers, so an archive that leaves
+/// the summary current costs no other read.
+pub fn schedule_after(state: &AppState, caller: &Caller, session_id: &str, archived: &Archived) {
+    let every = i64::from(state.config.conversations.chat_summary_every);
+    let since = i64::from(archived.message_count) - i64::from(archived.summary_covers);
+    if !archived.new_ids.is_empty() && every > 0 && since >= every {
+        schedule(state, caller, session_id);
+    }
 }
 
 /// Starts a background refresh of the session's summary when it is due. Returns at once; the
