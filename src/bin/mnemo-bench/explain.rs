@@ -1,0 +1,161 @@
+//! `--explain DIR`: the plans of the hot conversation statements.
+
+use super::*;
+
+/// `--explain DIR`: writes `DIR/<statement>.txt`, the plan PostgreSQL runs for each hot statement
+/// of the conversation paths, with actual row counts (`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF,
+/// BUFFERS OFF, SUMMARY OFF)`), as `--user` of `--tenant` through the scoped transaction a request
+/// uses (row-level security included). Writes are rolled back. Session `s7` is read and written.
+pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> Result<(), String> {
+    use mnemo::conversations::model::Order;
+    use mnemo::conversations::store;
+    let url = std::env::var("DATABASE_URL").map_err(|_| "DATABASE_URL is not set".to_owned())?;
+    let db = mnemo::db::connect(&url, 2, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let principal = mnemo::auth::Principal {
+        tenant_id: tenant.to_owned(),
+        user_id: user.to_owned(),
+        scopes: Vec::new(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    const HOW: &str = "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, BUFFERS OFF, SUMMARY OFF) ";
+    let session = "s7";
+    let at = chrono::DateTime::parse_from_rfc3339("2026-11-21T12:00:00Z")
+        .map_err(|e| e.to_string())?
+        .with_timezone(&chrono::Utc);
+    let version: Option<i64> = {
+        let mut tx = db.scoped(&principal).await.map_err(|e| e.to_string())?;
+        let v = sqlx::query_scalar!(
+            "SELECT version FROM agent_sessions WHERE session_id = $1",
+            session
+        )
+        .fetch_optional(&mut tx)
+        .await
+        .map_err(|e| e.to_string())?;
+        tx.end_read_only();
+        v
+    };
+    let deep = chrono::DateTime::parse_from_rfc3339("2026-01-01T08:00:00Z")
+        .map_err(|e| e.to_string())?
+        .with_timezone(&chrono::Utc);
+    let text = chat_text(1);
+    let mut written = Vec::new();
+    for name in [
+        "archive-one-message",
+        "window",
+        "window-unchanged",
+        "messages-newest-page",
+        "messages-deep-page",
+        "sessions-list",
+    ] {
+        let mut tx = db.scoped(&principal).await.map_err(|e| e.to_string())?;
+        let no_days: Option<i32> = None;
+        let messages_sql = |order| format!("{HOW}{}", store::messages_sql(order));
+        let sessions_sql = format!("{HOW}{}", store::sessions_sql());
+        let archive_sql = format!("{HOW}{}", store::ARCHIVE_SQL);
+        let window_sql = format!("{HOW}{}", store::WINDOW_SQL);
+        // Runtime: each is EXPLAIN over the conversation store's own statement text.
+        let query = match name {
+            "archive-one-message" => {
+                sqlx::query_scalar::<_, String>(&archive_sql)
+                    .bind(session)
+                    .bind("assistant")
+                    .bind(vec!["explain-1"])
+                    .bind(vec!["user"])
+                    .bind(vec![text.as_str()])
+                    .bind(vec![at])
+                    .bind(vec![None::<Value>])
+                    .bind(vec![None::<&str>])
+                    .bind(uuid::Uuid::now_v7())
+                    .bind(Some(at))
+                    .bind(Some(at))
+                    .bind(1i32)
+                    .bind(false)
+                    .bind(vec![None::<chrono::DateTime<chrono::Utc>>])
+                    .bind(Vec::<&str>::new())
+                    .bind(Vec::<Option<chrono::DateTime<chrono::Utc>>>::new())
+                    .fetch_all(&mut tx)
+                    .await
+            }
+            "window" | "window-unchanged" => {
+                sqlx::query_scalar::<_, String>(&window_sql)
+                    .bind(session)
+                    .bind(10i64)
+                    .bind(no_days)
+                    .bind(if name == "window" { None } else { version })
+                    .fetch_all(&mut tx)
+                    .await
+            }
+            "messages-newest-page" => {
+                sqlx::query_scalar::<_, String>(&messages_sql(Order::Desc))
+                    .bind(no_days)
+                    .bind(session)
+                    .bind(None::<chrono::DateTime<chrono::Utc>>)
+                    .bind(None::<i64>)
+                    .bind(11i64)
+                    .fetch_all(&mut tx)
+                    .await
+            }
+            // A cursor in the middle of the session's history.
+            "messages-deep-page" => {
+                sqlx::query_scalar::<_, String>(&messages_sql(Order::Asc))
+                    .bind(no_days)
+                    .bind(session)
+                    .bind(Some(deep))
+                    .bind(Some(0i64))
+                    .bind(101i64)
+                    .fetch_all(&mut tx)
+                    .await
+            }
+            _ => {
+                sqlx::query_scalar::<_, String>(&sessions_sql)
+                    .bind(no_days)
+                    .bind(None::<&str>)
+                    .bind(None::<chrono::DateTime<chrono::Utc>>)
+                    .bind(None::<&str>)
+                    .bind(51i64)
+                    .fetch_all(&mut tx)
+                    .await
+            }
+        };
+        let lines = query.map_err(|e| format!("{name}: {e}"))?;
+        // The plan a request runs once PostgreSQL settles on a generic plan for the prepared
+        // statement (after five executions), which knows no parameter value: where it differs
+        // from the plan above, a cost that grows with the data can hide.
+        let statement = match name {
+            "archive-one-message" => Some(store::ARCHIVE_SQL.to_owned()),
+            "window" => Some(store::WINDOW_SQL.to_owned()),
+            "messages-newest-page" => Some(store::messages_sql(Order::Desc)),
+            "messages-deep-page" => Some(store::messages_sql(Order::Asc)),
+            "sessions-list" => Some(store::sessions_sql()),
+            _ => None,
+        };
+        let generic = match statement {
+            // Runtime, and over the simple protocol: a statement with parameters and no values
+            // for them is what `GENERIC_PLAN` plans; a prepared one would ask for the values.
+            Some(sql) => {
+                let explain = format!("EXPLAIN (GENERIC_PLAN, COSTS OFF) {sql}");
+                let rows = sqlx::raw_sql(&explain)
+                    .fetch_all(&mut tx)
+                    .await
+                    .map_err(|e| format!("{name} (generic): {e}"))?;
+                let lines: Result<Vec<String>, _> =
+                    rows.iter().map(|r| sqlx::Row::try_get(r, 0)).collect();
+                Some(lines.map_err(|e| format!("{name} (generic): {e}"))?)
+            }
+            None => None,
+        };
+        tx.rollback().await.map_err(|e| e.to_string())?;
+        let path = dir.join(format!("{name}.txt"));
+        std::fs::write(&path, lines.join("\n") + "\n").map_err(|e| e.to_string())?;
+        written.push(path.display().to_string());
+        if let Some(generic) = generic {
+            let path = dir.join(format!("{name}.generic.txt"));
+            std::fs::write(&path, generic.join("\n") + "\n").map_err(|e| e.to_string())?;
+            written.push(path.display().to_string());
+        }
+    }
+    println!("explain user={user} wrote {}", written.join(" "));
+    Ok(())
+}
