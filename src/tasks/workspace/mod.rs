@@ -23,6 +23,7 @@ pub mod range;
 pub mod search;
 mod search_routes;
 mod step_routes;
+pub mod steps;
 pub mod store;
 pub mod sweep_job;
 pub mod sweeper;

@@ -7,40 +7,13 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::model::*;
-use super::parts::Part;
-use super::{parts, store};
+use super::{steps, store};
 use crate::access::{Reader, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
 use crate::pagination;
 use crate::state::AppState;
-
-/// True when a retried step matches the stored one (artifact types the client left out are the
-/// stored ones).
-fn same_step(existing: &Step, agent_name: &str, new_parts: &[Part]) -> bool {
-    existing.agent_name == agent_name
-        && existing.parts.len() == new_parts.len()
-        && existing
-            .parts
-            .iter()
-            .zip(new_parts)
-            .all(|(old, new)| match (old, new) {
-                (
-                    Part::Artifact {
-                        artifact_id: a,
-                        uri: ua,
-                        mime_type: ma,
-                    },
-                    Part::Artifact {
-                        artifact_id: b,
-                        uri: ub,
-                        mime_type: mb,
-                    },
-                ) => a == b && ua == ub && (mb.is_empty() || ma == mb),
-                _ => old == new,
-            })
-}
 
 /// Appends a step (the TaskStep) to the task's history.
 ///
@@ -66,51 +39,16 @@ pub async fn append_step(
     idem: Idempotency,
     Json(body): Json<NewStep>,
 ) -> ApiResult<Response> {
-    parts::check_name("agent_name", &body.agent_name)?;
-    let step_id = match &body.step_id {
-        Some(step_id) => {
-            parts::check_step_id(step_id)?;
-            step_id.clone()
-        }
-        None => parts::new_step_id(),
-    };
-    let mut new_parts = body.parts;
-    let refs = parts::check_parts(id, &mut new_parts, state.config.tasks.step_max_parts)?;
+    let step = steps::StepPost::parse(id, body, state.config.tasks.step_max_parts)?;
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    store::touch_task(&mut tx, id).await?;
-    if body.step_id.is_some()
-        && let Some(existing) = store::step_by_id(&mut tx, id, &step_id).await?
-    {
-        if !same_step(&existing, &body.agent_name, &new_parts) {
-            return Err(ApiError::conflict(format!(
-                "step {step_id} already exists with other content"
-            ))
-            .with("field", "step_id"));
-        }
-        return idem
-            .commit(tx, (StatusCode::OK, axum::Json(existing)))
-            .await;
-    }
-    store::confirm_refs(&mut tx, id, &mut new_parts, &refs).await?;
-    let mut stored = store::insert_steps(
-        &mut tx,
-        id,
-        &[store::StepWrite {
-            step_id,
-            agent_name: body.agent_name,
-            parts: new_parts,
-            created_at: None,
-        }],
-    )
-    .await?;
-    let step = stored
-        .pop()
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("step insert returned no row")))?;
-    idem.commit(tx, (StatusCode::CREATED, axum::Json(step)))
-        .await
+    let response = match steps::append(&mut tx, id, step).await? {
+        steps::Appended::Stored(step) => (StatusCode::CREATED, axum::Json(step)),
+        steps::Appended::Retried(step) => (StatusCode::OK, axum::Json(step)),
+    };
+    idem.commit(tx, response).await
 }
 
 /// The task's steps in order, a page at a time, or the last `recent` steps (the "recent N

@@ -126,33 +126,9 @@ pub async fn resolve_wait(
     Path((id, wait_id)): Path<(Uuid, Uuid)>,
     Json(body): Json<ResolveWait>,
 ) -> ApiResult<axum::Json<Wait>> {
-    if body
-        .result_message
-        .as_ref()
-        .is_some_and(|m| m.chars().count() > 10_000)
-    {
-        return Err(ApiError::invalid(
-            "result_message",
-            "`result_message` is longer than 10000 characters",
-        ));
-    }
+    waits::check_resolution(&body)?;
     let mut tx = caller.begin().await?;
-    let metadata = store::lock_metadata(&mut tx, id).await?;
-    let wait = store::lock_wait(&mut tx, id, wait_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("task {id} has no wait {wait_id}")))?;
-    if wait.status == WaitStatus::Timeout {
-        return Err(timed_out(&wait, body.status));
-    }
-    waits::transition(wait.status, body.status)?;
-    let result = body
-        .result_message
-        .as_deref()
-        .map(str::trim)
-        .filter(|m| !m.is_empty());
-    let note = waits::resolution_message(&wait.criteria, body.status, result);
-    let ended =
-        store::finish_wait(&mut tx, id, wait_id, metadata, body.status, result, &note).await?;
+    let ended = waits::resolve(&mut tx, id, wait_id, &body).await?;
     tx.commit().await?;
     summary::schedule(
         &state,
@@ -162,28 +138,4 @@ pub async fn resolve_wait(
         ended.summary_covers,
     );
     Ok(axum::Json(ended.wait))
-}
-
-/// 409 for a wait that already timed out: when, and after how long.
-fn timed_out(wait: &Wait, wanted: WaitStatus) -> ApiError {
-    // The form the wait's own `resolved_at` is shown in.
-    let at = wait
-        .resolved_at
-        .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
-    let when = at
-        .as_deref()
-        .map(|at| format!(" at {at}"))
-        .unwrap_or_default();
-    let how = wait
-        .result_message
-        .as_deref()
-        .map(|r| format!(" ({r})"))
-        .unwrap_or_default();
-    ApiError::conflict(format!(
-        "the wait timed out{when}{how}; it cannot change to {}",
-        wanted.as_str()
-    ))
-    .with("current_status", WaitStatus::Timeout.as_str())
-    .with("timed_out_at", at)
-    .with("allowed", Vec::<String>::new())
 }

@@ -8,7 +8,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
+use uuid::Uuid;
 
+use super::model::{ResolveWait, Wait};
+use super::store;
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 /// State of a wait job.
@@ -180,6 +184,71 @@ pub fn check_new_wait(
         ));
     }
     Ok(())
+}
+
+/// Checks a resolution: its `result_message` is at most 10,000 characters (422 otherwise).
+pub fn check_resolution(body: &ResolveWait) -> ApiResult<()> {
+    if body
+        .result_message
+        .as_ref()
+        .is_some_and(|m| m.chars().count() > 10_000)
+    {
+        return Err(ApiError::invalid(
+            "result_message",
+            "`result_message` is longer than 10000 characters",
+        ));
+    }
+    Ok(())
+}
+
+/// Ends wait `wait_id` of task `task_id` as the client asks, under the task's row lock: 404 for
+/// no such wait, 409 for a move the wait's state does not allow (a wait that timed out says
+/// when). Its end is posted to the task's messages.
+pub async fn resolve(
+    tx: &mut Scoped,
+    task_id: Uuid,
+    wait_id: Uuid,
+    body: &ResolveWait,
+) -> ApiResult<store::WaitEnd> {
+    let metadata = store::lock_metadata(tx, task_id).await?;
+    let wait = store::lock_wait(tx, task_id, wait_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("task {task_id} has no wait {wait_id}")))?;
+    if wait.status == WaitStatus::Timeout {
+        return Err(timed_out(&wait, body.status));
+    }
+    transition(wait.status, body.status)?;
+    let result = body
+        .result_message
+        .as_deref()
+        .map(str::trim)
+        .filter(|m| !m.is_empty());
+    let note = resolution_message(&wait.criteria, body.status, result);
+    Ok(store::finish_wait(tx, task_id, wait_id, metadata, body.status, result, &note).await?)
+}
+
+/// 409 for a wait that already timed out: when, and after how long.
+fn timed_out(wait: &Wait, wanted: WaitStatus) -> ApiError {
+    // The form the wait's own `resolved_at` is shown in.
+    let at = wait
+        .resolved_at
+        .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
+    let when = at
+        .as_deref()
+        .map(|at| format!(" at {at}"))
+        .unwrap_or_default();
+    let how = wait
+        .result_message
+        .as_deref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    ApiError::conflict(format!(
+        "the wait timed out{when}{how}; it cannot change to {}",
+        wanted.as_str()
+    ))
+    .with("current_status", WaitStatus::Timeout.as_str())
+    .with("timed_out_at", at)
+    .with("allowed", Vec::<String>::new())
 }
 
 #[cfg(test)]
