@@ -19,8 +19,11 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::bundle::*;
+use super::model::ImportResult;
+use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::unstorable;
+use crate::tasks::TasksConfig;
 
 /// Caps on what an archive may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +34,74 @@ pub struct Limits {
     pub max_total_bytes: u64,
     /// Most members (directories included).
     pub max_members: usize,
+}
+
+/// An archive unpacked and parsed, its task id chosen, ready to store.
+pub struct Prepared {
+    task_dir: String,
+    bundle: Bundle,
+    result: ImportResult,
+    caps: super::transfer::ImportCaps,
+}
+
+/// Unpacks and parses an uploaded archive within the task settings' caps (413 or 422 naming the
+/// member at fault), and picks the new task's id: the archive's own with `keep_id` (422 when it
+/// is not a UUID), else a new one. The archive's bytes are let go once unpacked.
+pub fn prepare(config: &TasksConfig, archive: bytes::Bytes, keep_id: bool) -> ApiResult<Prepared> {
+    let limits = Limits {
+        max_member_bytes: u64::try_from(config.artifact_max_bytes).unwrap_or(u64::MAX),
+        max_total_bytes: u64::try_from(config.import_max_bytes).unwrap_or(u64::MAX),
+        max_members: config.import_max_members,
+    };
+    let (task_dir, files) = unpack(&archive, &limits)?;
+    drop(archive);
+    let bundle = parse(&task_dir, &files)?;
+    drop(files);
+    let source_task_id = bundle.metadata.parent_task_id.clone();
+    let task_id = if keep_id {
+        Uuid::parse_str(&source_task_id).map_err(|_| {
+            ApiError::invalid(
+                "keep_id",
+                format!(
+                    "the archive's task id {source_task_id:?} is not a UUID; import it without keep_id"
+                ),
+            )
+        })?
+    } else {
+        Uuid::now_v7()
+    };
+    let result = ImportResult {
+        task_id,
+        source_task_id,
+        plan_versions: bundle.plans.len(),
+        events: bundle.events.len(),
+        messages: bundle.messages.len(),
+        snapshots: bundle.snapshots.len(),
+        steps: bundle.steps.len(),
+        artifacts: bundle.artifacts.len(),
+    };
+    let caps = super::transfer::ImportCaps {
+        max_plan_steps: config.max_plan_steps,
+        max_parts: config.step_max_parts,
+    };
+    Ok(Prepared {
+        task_dir,
+        bundle,
+        result,
+        caps,
+    })
+}
+
+/// Stores a prepared archive as a new task of the caller; answers what was imported.
+pub async fn store(tx: &mut Scoped, prepared: Prepared) -> ApiResult<ImportResult> {
+    let Prepared {
+        task_dir,
+        bundle,
+        result,
+        caps,
+    } = prepared;
+    super::transfer::store(tx, &task_dir, bundle, result.task_id, caps).await?;
+    Ok(result)
 }
 
 /// 422 naming the member at fault.

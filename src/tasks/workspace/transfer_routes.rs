@@ -74,45 +74,12 @@ pub async fn import_task(
 ) -> ApiResult<Response> {
     let config = &state.config.tasks;
     let body = crate::extract::read_limited(request, config.import_max_bytes, "archive").await?;
-    let limits = import::Limits {
-        max_member_bytes: u64::try_from(config.artifact_max_bytes).unwrap_or(u64::MAX),
-        max_total_bytes: u64::try_from(config.import_max_bytes).unwrap_or(u64::MAX),
-        max_members: config.import_max_members,
-    };
-    let (task_dir, files) = import::unpack(&body, &limits)?;
-    drop(body);
-    let bundle = import::parse(&task_dir, &files)?;
-    drop(files);
-    let source_task_id = bundle.metadata.parent_task_id.clone();
-    let new_id = if query.keep_id.unwrap_or(false) {
-        Uuid::parse_str(&source_task_id).map_err(|_| {
-            ApiError::invalid(
-                "keep_id",
-                format!("the archive's task id {source_task_id:?} is not a UUID; import it without keep_id"),
-            )
-        })?
-    } else {
-        Uuid::now_v7()
-    };
-    let result = ImportResult {
-        task_id: new_id,
-        source_task_id,
-        plan_versions: bundle.plans.len(),
-        events: bundle.events.len(),
-        messages: bundle.messages.len(),
-        snapshots: bundle.snapshots.len(),
-        steps: bundle.steps.len(),
-        artifacts: bundle.artifacts.len(),
-    };
-    let caps = transfer::ImportCaps {
-        max_plan_steps: config.max_plan_steps,
-        max_parts: config.step_max_parts,
-    };
+    let prepared = import::prepare(config, body, query.keep_id.unwrap_or(false))?;
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    transfer::store(&mut tx, &task_dir, bundle, new_id, caps).await?;
+    let result = import::store(&mut tx, prepared).await?;
     idem.commit(tx, (StatusCode::CREATED, axum::Json(result)))
         .await
 }
