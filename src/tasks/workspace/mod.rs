@@ -6,8 +6,8 @@
 //! (the pause/archive decision and its clock), `sweep_job.rs` (the background sweeper),
 //! `timeouts.rs` (the background job ending overdue waits), `bundle.rs`
 //! (the file layout), `export.rs` (files and a deterministic `.tar.gz`), `import.rs` (reading an
-//! archive safely), `transfer.rs` (a bundle from and into the database), `search.rs` (history search by words
-//! and meaning), `store.rs` (SQL),
+//! archive safely), `transfer/` (a bundle from the database in `load.rs`, into it in `store.rs`),
+//! `search.rs` (history search by words and meaning), `store/` (SQL, one file per feature),
 //! `model.rs` (request and response types). The routes by feature: `step_routes.rs` (steps and
 //! the configuration snapshot), `artifact_routes.rs`, `search_routes.rs`, `wait_routes.rs` and
 //! `transfer_routes.rs` (export and import); each handler parses, runs one
