@@ -346,10 +346,9 @@ async fn by_words(
         .bind(limit + 1)
         .fetch_all(&mut *tx)
         .await?;
-    let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
+    let (rows, more) = crate::pagination::split(rows, limit);
     let hits = rows
         .into_iter()
-        .take(usize::try_from(limit).unwrap_or(usize::MAX))
         .enumerate()
         .filter_map(|(i, r)| {
             let mut hit = hit(r)?;

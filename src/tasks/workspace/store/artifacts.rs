@@ -124,14 +124,8 @@ pub async fn artifacts_after(
     )
     .fetch_all(tx)
     .await?;
-    let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
-    Ok((
-        rows.into_iter()
-            .take(usize::try_from(limit).unwrap_or(usize::MAX))
-            .map(Into::into)
-            .collect(),
-        more,
-    ))
+    let (rows, more) = crate::pagination::split(rows, limit);
+    Ok((rows.into_iter().map(Into::into).collect(), more))
 }
 
 /// Every artifact of a task with its bytes, oldest first (export).

@@ -284,10 +284,9 @@ pub async fn steps_after(
     )
     .fetch_all(tx)
     .await?;
-    let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
+    let (rows, more) = crate::pagination::split(rows, limit);
     let steps = rows
         .into_iter()
-        .take(usize::try_from(limit).unwrap_or(usize::MAX))
         .map(StepRow::into_step)
         .collect::<ApiResult<Vec<_>>>()?;
     Ok((steps, more))

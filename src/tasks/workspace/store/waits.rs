@@ -194,12 +194,6 @@ pub async fn waits_after(
     )
     .fetch_all(tx)
     .await?;
-    let more = i64::try_from(rows.len()).unwrap_or(i64::MAX) > limit;
-    Ok((
-        rows.into_iter()
-            .take(usize::try_from(limit).unwrap_or(usize::MAX))
-            .map(Into::into)
-            .collect(),
-        more,
-    ))
+    let (rows, more) = crate::pagination::split(rows, limit);
+    Ok((rows.into_iter().map(Into::into).collect(), more))
 }
