@@ -160,7 +160,6 @@ impl Drop for Leading<'_> {
 async fn write_group(state: &AppState, caller: &Caller, session_id: &str, group: Vec<Pending>) {
     match archive_all(caller, session_id, &group).await {
         Ok(archived) => {
-            let mut last: Option<Archived> = None;
             for (pending, archived) in group.into_iter().zip(archived) {
                 // In commit order, so that each archive finds the window the one before left.
                 let before = state
@@ -175,14 +174,10 @@ async fn write_group(state: &AppState, caller: &Caller, session_id: &str, group:
                     &pending.batch,
                     &archived,
                 );
-                if !archived.new_ids.is_empty() {
-                    last = Some(archived.clone());
-                }
+                // As after any archive (one refresh per session at a time).
+                summary::schedule_after(state, caller, session_id, &archived);
                 // A request that hung up no longer listens; its archive stands.
                 let _ = pending.answer.send(Ok(archived));
-            }
-            if let Some(last) = &last {
-                summary::schedule_after(state, caller, session_id, last);
             }
         }
         Err(err) if group.len() == 1 => {

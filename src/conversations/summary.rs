@@ -533,14 +533,11 @@ pub fn schedule_after(state: &AppState, caller: &Caller, session_id: &str, archi
     }
 }
 
-/// Starts a background refresh of the session's summary when it is due. Returns at once; the
-/// refresh reads and writes in its own transactions. One refresh per session at a time in this
-/// process: a burst of archives starts one, which looks again once it has stored a summary (the
+/// Starts a background refresh of the session's summary, once [`schedule_after`] found it due.
+/// Returns at once; the refresh reads and writes in its own transactions. One refresh per session
+/// at a time in this process: a burst of archives starts one, which looks again once it has stored a summary (the
 /// archives it skipped may have made the next one due).
-pub fn schedule(state: &AppState, caller: &Caller, session_id: &str) {
-    if state.config.conversations.chat_summary_every == 0 {
-        return;
-    }
+fn schedule(state: &AppState, caller: &Caller, session_id: &str) {
     let key = (
         caller.tenant_id.clone(),
         caller.user_id.clone(),
