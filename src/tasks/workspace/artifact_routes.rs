@@ -1,14 +1,14 @@
 //! Routes of a task's artifacts: upload (raw or multipart), list, read (with `Range`), delete.
 
 use axum::body::Body;
-use axum::extract::{FromRequest, Request, State};
+use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
 use super::model::*;
 use super::range::RangeAnswer;
-use super::{import, parts, range, store};
+use super::{artifacts, store};
 use crate::access::{Reader, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Path, Query};
@@ -53,66 +53,62 @@ fn media_type(value: &str) -> ApiResult<String> {
     ),
 )]
 pub async fn upload_artifact(
-    State(state): State<AppState>,
     caller: Writer,
     Path(id): Path<Uuid>,
     Query(query): Query<UploadQuery>,
     idem: Idempotency,
-    request: Request,
+    ArtifactBody(upload): ArtifactBody,
 ) -> ApiResult<Response> {
-    let cap = state.config.tasks.artifact_max_bytes;
-    let content_type = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap_or("\u{0}").to_string());
-    let is_multipart = content_type.as_deref().is_some_and(|c| {
-        c.trim()
-            .to_ascii_lowercase()
-            .starts_with("multipart/form-data")
-    });
-    let (bytes, mime, name) = if is_multipart {
-        read_multipart(request, &state, cap).await?
-    } else {
-        let mime = media_type(
+    let upload = upload.named(query.name)?;
+    let mut tx = match idem.begin(&caller).await? {
+        Begun::Fresh(tx) => tx,
+        Begun::Replayed(response) => return Ok(response),
+    };
+    let artifact = artifacts::store(&mut tx, id, &upload).await?;
+    idem.commit(tx, (StatusCode::CREATED, axum::Json(artifact)))
+        .await
+}
+
+/// An upload's bytes, media type and file name: the raw body with its `Content-Type`, or the
+/// `file` field of a `multipart/form-data` body, held to `MNEMO_TASKS_ARTIFACT_MAX_BYTES`.
+pub struct ArtifactBody(artifacts::Upload);
+
+impl FromRequest<AppState> for ArtifactBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> ApiResult<Self> {
+        let cap = state.config.tasks.artifact_max_bytes;
+        let content_type = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap_or("\u{0}").to_string());
+        let is_multipart = content_type.as_deref().is_some_and(|c| {
+            c.trim()
+                .to_ascii_lowercase()
+                .starts_with("multipart/form-data")
+        });
+        if is_multipart {
+            return read_multipart(request, state, cap).await.map(ArtifactBody);
+        }
+        let mime_type = media_type(
             content_type
                 .as_deref()
                 .unwrap_or("application/octet-stream"),
         )?;
         let bytes = crate::extract::read_limited(request, cap, "artifact").await?;
-        (bytes.to_vec(), mime, None)
-    };
-    let name = query.name.or(name);
-    if let Some(name) = &name {
-        parts::check_name("name", name)?;
+        Ok(ArtifactBody(artifacts::Upload {
+            bytes: bytes.to_vec(),
+            mime_type,
+            name: None,
+        }))
     }
-    let sha = import::sha256_hex(&bytes);
-    let mut tx = match idem.begin(&caller).await? {
-        Begun::Fresh(tx) => tx,
-        Begun::Replayed(response) => return Ok(response),
-    };
-    store::touch_task(&mut tx, id).await?;
-    let artifact = store::insert_artifact(
-        &mut tx,
-        id,
-        &store::ArtifactWrite {
-            id: Uuid::now_v7(),
-            name: name.as_deref(),
-            mime_type: &mime,
-            sha256: &sha,
-            content: &bytes,
-            created_at: None,
-        },
-    )
-    .await?;
-    idem.commit(tx, (StatusCode::CREATED, axum::Json(artifact)))
-        .await
 }
 
 async fn read_multipart(
     request: Request,
     state: &AppState,
     cap: usize,
-) -> ApiResult<(Vec<u8>, String, Option<String>)> {
+) -> ApiResult<artifacts::Upload> {
     // The form around the file may add a little; the file itself is held to `cap` below.
     let (parts, body) = request.into_parts();
     let limited = Body::new(http_body_util::Limited::new(
@@ -154,7 +150,11 @@ async fn read_multipart(
                 Err(e) => return Err(ApiError::bad_request(format!("bad multipart form: {e}"))),
             }
         }
-        return Ok((bytes, mime, name));
+        return Ok(artifacts::Upload {
+            bytes,
+            mime_type: mime,
+            name,
+        });
     }
     Err(ApiError::invalid(
         "file",
@@ -217,61 +217,59 @@ pub async fn read_artifact(
     Path((id, artifact_id)): Path<(Uuid, Uuid)>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let mut tx = caller.begin().await?;
-    let artifact = store::artifact(&mut tx, id, artifact_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("task {id} has no artifact {artifact_id}")))?;
-    let etag = format!("\"{}\"", artifact.sha256);
-    let len = u64::try_from(artifact.size).unwrap_or(0);
-    let header_text = |name: header::HeaderName| {
+    let text = |name| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    if header_text(header::IF_NONE_MATCH)
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
-    {
-        tx.end_read_only();
-        let mut response = StatusCode::NOT_MODIFIED.into_response();
-        response
-            .headers_mut()
-            .insert(header::ETAG, header_value(&etag)?);
-        return Ok(response);
-    }
-    let range_header = header_text(header::RANGE)
-        .filter(|_| header_text(header::IF_RANGE).is_none_or(|v| v.trim() == etag));
-    let answer = range::answer(range_header.as_deref(), len);
-    let (status, start, count) = match answer {
-        RangeAnswer::Full => (StatusCode::OK, 0, len),
-        RangeAnswer::Partial { start, end } => {
-            (StatusCode::PARTIAL_CONTENT, start, end - start + 1)
+    let conditions = artifacts::Conditions {
+        if_none_match: text(header::IF_NONE_MATCH),
+        range: text(header::RANGE),
+        if_range: text(header::IF_RANGE),
+    };
+    let mut tx = caller.begin().await?;
+    let read = artifacts::read(&mut tx, id, artifact_id, &conditions).await?;
+    tx.end_read_only();
+    read_response(read)
+}
+
+/// The response to a read: 304 with the ETag, 416 with `Content-Range: bytes */size`, or the
+/// bytes (200 or 206) with their type, ETag, `Accept-Ranges` and `Content-Range`.
+fn read_response(read: artifacts::Read) -> ApiResult<Response> {
+    let (artifact, etag, answer, bytes) = match read {
+        artifacts::Read::NotModified { etag } => {
+            let mut response = StatusCode::NOT_MODIFIED.into_response();
+            response
+                .headers_mut()
+                .insert(header::ETAG, header_value(&etag)?);
+            return Ok(response);
         }
-        RangeAnswer::Unsatisfiable => {
-            tx.end_read_only();
+        artifacts::Read::Unsatisfiable { answer, size } => {
             let mut response = ApiError::status(
                 StatusCode::RANGE_NOT_SATISFIABLE,
-                format!("the range is outside the artifact's {len} bytes"),
+                format!("the range is outside the artifact's {size} bytes"),
             )
-            .with("size", len)
+            .with("size", size)
             .into_response();
-            if let Some(value) = answer.content_range(len) {
+            if let Some(value) = answer.content_range(size) {
                 response
                     .headers_mut()
                     .insert(header::CONTENT_RANGE, header_value(&value)?);
             }
             return Ok(response);
         }
+        artifacts::Read::Bytes {
+            artifact,
+            etag,
+            answer,
+            bytes,
+        } => (artifact, etag, answer, bytes),
     };
-    let bytes = store::artifact_bytes(
-        &mut tx,
-        id,
-        artifact_id,
-        i64::try_from(start).unwrap_or(i64::MAX),
-        i64::try_from(count).unwrap_or(i64::MAX),
-    )
-    .await?;
-    tx.end_read_only();
+    let status = match answer {
+        RangeAnswer::Partial { .. } => StatusCode::PARTIAL_CONTENT,
+        _ => StatusCode::OK,
+    };
     let mut response = (status, bytes).into_response();
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, header_value(&artifact.mime_type)?);
@@ -289,7 +287,8 @@ pub async fn read_artifact(
     }
     h.insert(header::ETAG, header_value(&etag)?);
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    if let Some(value) = answer.content_range(len) {
+    let size = u64::try_from(artifact.size).unwrap_or(0);
+    if let Some(value) = answer.content_range(size) {
         h.insert(header::CONTENT_RANGE, header_value(&value)?);
     }
     Ok(response)
@@ -331,18 +330,7 @@ pub async fn delete_artifact(
     Path((id, artifact_id)): Path<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
     let mut tx = caller.begin().await?;
-    store::touch_task(&mut tx, id).await?;
-    if let Some(step_id) = store::artifact_referrer(&mut tx, id, artifact_id).await? {
-        return Err(ApiError::conflict(format!(
-            "step {step_id} refers to artifact {artifact_id}; the history cannot lose it"
-        ))
-        .with("step_id", step_id));
-    }
-    if !store::delete_artifact(&mut tx, id, artifact_id).await? {
-        return Err(ApiError::not_found(format!(
-            "task {id} has no artifact {artifact_id}"
-        )));
-    }
+    artifacts::delete(&mut tx, id, artifact_id).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -2,6 +2,7 @@
 //! the lifecycle sweeper, and export/import in the `task_memory_bank/<task_id>/` layout.
 //!
 //! Files: `parts.rs` (the TaskStep part model and its checks), `range.rs` (HTTP byte ranges),
+//! `steps.rs` (appending a step), `artifacts.rs` (storing, reading and deleting an artifact),
 //! `waits.rs` (wait transitions, the resolution and timeout messages, task metadata), `sweeper.rs`
 //! (the pause/archive decision and its clock), `sweep_job.rs` (the background sweeper),
 //! `timeouts.rs` (the background job ending overdue waits), `bundle.rs`
@@ -14,6 +15,7 @@
 //! [`Scoped`](crate::db::Scoped) transaction, and maps the result.
 
 mod artifact_routes;
+pub mod artifacts;
 pub mod bundle;
 pub mod export;
 pub mod import;
