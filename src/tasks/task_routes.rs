@@ -10,7 +10,7 @@ use super::model::*;
 use super::service::{self, Written, tasks};
 use super::store;
 use crate::access::{Caller, Reader, Writer};
-use crate::auth::{Principal, Scope};
+use crate::auth::Principal;
 use crate::error::ApiResult;
 use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
@@ -156,47 +156,17 @@ pub async fn update_task(
     Json(body): Json<UpdateTask>,
 ) -> ApiResult<Response> {
     let update = tasks::Update::parse(id, &body)?;
-    let scope = if update.writes() {
-        Scope::Write
-    } else {
-        Scope::Read
-    };
-    let caller = Caller::new(state.db.clone(), principal, scope)?;
-    let query = update.query;
-    if let (false, false, Some(query)) = (update.writes(), idem.is_active(), query) {
-        let (answer, row) = tasks::answer_query(&state, &caller, id, query).await?;
-        return Ok(axum::Json(tasks::update_result(&row, None, Some(answer))).into_response());
+    let caller = Caller::new(state.db.clone(), principal, update.scope())?;
+    if !idem.is_active() {
+        let result = tasks::update(&state, &caller, id, &update).await?;
+        return Ok(axum::Json(result).into_response());
     }
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    let Written {
-        value: (row, message_seq),
-        summary,
-    } = tasks::apply_update(&mut tx, id, &update).await?;
-    let response = if idem.is_active() {
-        // The stored response must hold the answer, so it is found in this transaction (a
-        // configured model is asked while it is open).
-        let answer = match query {
-            Some(query) => Some(tasks::answer_from(&state, &mut tx, &row, query).await?),
-            None => None,
-        };
-        idem.commit(
-            tx,
-            axum::Json(tasks::update_result(&row, message_seq, answer)),
-        )
-        .await?
-    } else {
-        tx.commit().await?;
-        let (answer, row) = match query {
-            Some(query) => tasks::answer_query(&state, &caller, id, query)
-                .await
-                .map(|(a, r)| (Some(a), r))?,
-            None => (None, row),
-        };
-        axum::Json(tasks::update_result(&row, message_seq, answer)).into_response()
-    };
+    let Written { value, summary } = tasks::update_in(&state, &mut tx, id, &update).await?;
+    let response = idem.commit(tx, axum::Json(value)).await?;
     summary.schedule(&state, &caller, id);
     Ok(response)
 }

@@ -4,6 +4,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::*;
+use crate::auth::Scope;
 use crate::tasks::TasksConfig;
 use crate::tasks::digest;
 use crate::tasks::lifecycle::{self, Phase, Status};
@@ -143,6 +144,15 @@ impl<'a> Update<'a> {
     pub fn writes(&self) -> bool {
         self.message.is_some() || self.status.is_some()
     }
+
+    /// The scope the update needs: a question alone only reads.
+    pub fn scope(&self) -> Scope {
+        if self.writes() {
+            Scope::Write
+        } else {
+            Scope::Read
+        }
+    }
 }
 
 /// Applies the status, then appends the message, so that a question asked with them sees both.
@@ -185,6 +195,59 @@ pub async fn apply_update(
     }
     let row = store::get_task(tx, id).await?;
     Ok(Written::new((row, message_seq), latest))
+}
+
+/// Applies an update in a transaction of its own, then answers its question (if any) after the
+/// commit, so that a configured model is never asked while the task's row is locked.
+pub async fn update(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    update: &Update<'_>,
+) -> ApiResult<UpdateResult> {
+    let mut applied = None;
+    if update.writes() {
+        let mut tx = caller.begin().await?;
+        let Written { value, summary } = apply_update(&mut tx, id, update).await?;
+        tx.commit().await?;
+        summary.schedule(state, caller, id);
+        applied = Some(value);
+    }
+    let message_seq = applied.as_ref().and_then(|(_, seq)| *seq);
+    match (update.query, applied) {
+        (Some(query), _) => {
+            let (answer, row) = answer_query(state, caller, id, query).await?;
+            Ok(update_result(&row, message_seq, Some(answer)))
+        }
+        (None, Some((row, _))) => Ok(update_result(&row, message_seq, None)),
+        (None, None) => Err(ApiError::invalid(
+            "",
+            "give at least one of `message`, `status` and `query`",
+        )),
+    }
+}
+
+/// [`update`] inside the caller's transaction (one under an `Idempotency-Key`, whose stored
+/// response must hold the answer): the question is answered in it, a configured model asked
+/// while it is open.
+pub async fn update_in(
+    state: &AppState,
+    tx: &mut Scoped,
+    id: Uuid,
+    update: &Update<'_>,
+) -> ApiResult<Written<UpdateResult>> {
+    let Written {
+        value: (row, message_seq),
+        summary,
+    } = apply_update(tx, id, update).await?;
+    let answer = match update.query {
+        Some(query) => Some(answer_from(state, tx, &row, query).await?),
+        None => None,
+    };
+    Ok(Written {
+        value: update_result(&row, message_seq, answer),
+        summary,
+    })
 }
 
 /// The answer of a `task_update`.
