@@ -1,7 +1,7 @@
 //! Routes that archive messages: a batch (JSON, with an `Idempotency-Key`) and a
 //! `navigator.sendBeacon` upload on page unload.
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
@@ -128,35 +128,52 @@ pub async fn archive_messages(
     ),
     security(())
 )]
-pub async fn archive_beacon(State(state): State<AppState>, req: Request) -> ApiResult<Response> {
-    let content_type = mime(req.headers());
-    if !matches!(
-        content_type.as_str(),
-        "text/plain" | "application/json" | ""
-    ) {
-        return Err(ApiError::status(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "expected a text/plain or application/json body",
-        ));
-    }
-    let bytes = crate::extract::read_limited(req, BEACON_MAX_BYTES, "beacon").await?;
-    // Parse the token first so that a bad token is 401 even when the batch is also bad.
-    let mut value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
-    let token = value
-        .as_object_mut()
-        .and_then(|o| o.remove("access_token"))
-        .and_then(|t| t.as_str().map(str::to_owned))
-        .ok_or_else(|| ApiError::unauthorized("the beacon body has no `access_token`"))?;
-    let caller = Writer::new(state.db.clone(), state.verifier.verify(&token).await?)?;
-    let req: ArchiveRequest = parse_json(value.to_string().as_bytes())?;
+pub async fn archive_beacon(
+    State(state): State<AppState>,
+    Beacon { caller, request }: Beacon,
+) -> ApiResult<Response> {
     archive(
         &state,
         &caller,
-        req.session_id.as_deref(),
-        req.agent_id.as_deref(),
-        req.messages_batch.as_deref(),
+        request.session_id.as_deref(),
+        request.agent_id.as_deref(),
+        request.messages_batch.as_deref(),
         &Idempotency::none(),
     )
     .await
+}
+
+/// A beacon's batch and the caller its `access_token` names. The token is checked before the
+/// batch, so a bad token is 401 even when the batch is also bad.
+pub struct Beacon {
+    caller: Writer,
+    request: ArchiveRequest,
+}
+
+impl FromRequest<AppState> for Beacon {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> ApiResult<Self> {
+        let content_type = mime(req.headers());
+        if !matches!(
+            content_type.as_str(),
+            "text/plain" | "application/json" | ""
+        ) {
+            return Err(ApiError::status(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "expected a text/plain or application/json body",
+            ));
+        }
+        let bytes = crate::extract::read_limited(req, BEACON_MAX_BYTES, "beacon").await?;
+        let mut value: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+        let token = value
+            .as_object_mut()
+            .and_then(|o| o.remove("access_token"))
+            .and_then(|t| t.as_str().map(str::to_owned))
+            .ok_or_else(|| ApiError::unauthorized("the beacon body has no `access_token`"))?;
+        let caller = Writer::new(state.db.clone(), state.verifier.verify(&token).await?)?;
+        let request = parse_json(value.to_string().as_bytes())?;
+        Ok(Beacon { caller, request })
+    }
 }

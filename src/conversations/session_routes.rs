@@ -31,6 +31,17 @@ fn decode_cursor(cursor: Option<&str>) -> ApiResult<Option<(DateTime<Utc>, Strin
     Ok(Some((at, key)))
 }
 
+/// The position a message page's cursor holds: the message's time and its sequence number.
+fn message_position(cursor: Option<&str>) -> ApiResult<Option<(DateTime<Utc>, i64)>> {
+    let Some((at, seq)) = decode_cursor(cursor)? else {
+        return Ok(None);
+    };
+    let seq = seq
+        .parse::<i64>()
+        .map_err(|_| ApiError::invalid("cursor", "`cursor` is not a cursor this list returned"))?;
+    Ok(Some((at, seq)))
+}
+
 /// List chat sessions, most recently active first.
 #[utoipa::path(get, path = "/api/chat/sessions", tag = "conversations",
     params(SessionQuery),
@@ -47,7 +58,7 @@ pub async fn list_sessions(
     let limit = crate::pagination::size(query.limit, 50, 200)?;
     let after = decode_cursor(query.cursor.as_deref())?;
     let mut tx = caller.begin().await?;
-    let mut items = store::sessions(
+    let items = store::sessions(
         &mut tx,
         state.config.conversations.retention(),
         query.agent_id.as_deref(),
@@ -55,9 +66,8 @@ pub async fn list_sessions(
         limit + 1,
     )
     .await?;
-    tx.commit().await?;
-    let more = items.len() > usize::try_from(limit).unwrap_or(usize::MAX);
-    items.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    tx.end_read_only();
+    let (items, more) = crate::pagination::split(items, limit);
     let next_cursor = more
         .then(|| items.last())
         .flatten()
@@ -81,24 +91,15 @@ pub async fn session_messages(
     Query(query): Query<MessageQuery>,
 ) -> ApiResult<axum::Json<MessagePage>> {
     let limit = crate::pagination::size(query.limit, 100, 500)?;
-    let after = match decode_cursor(query.cursor.as_deref())? {
-        Some((at, seq)) => Some((
-            at,
-            seq.parse::<i64>().map_err(|_| {
-                ApiError::invalid("cursor", "`cursor` is not a cursor this list returned")
-            })?,
-        )),
-        None => None,
-    };
+    let after = message_position(query.cursor.as_deref())?;
     let order = query.order.unwrap_or_default();
-    let mut tx = caller.begin().await?;
     let retention = state.config.conversations.retention();
-    let mut rows = store::messages(&mut tx, retention, &session_id, order, after, limit + 1)
+    let mut tx = caller.begin().await?;
+    let rows = store::messages(&mut tx, retention, &session_id, order, after, limit + 1)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no session `{session_id}`")))?;
-    tx.commit().await?;
-    let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
-    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    tx.end_read_only();
+    let (rows, more) = crate::pagination::split(rows, limit);
     let next_cursor = more
         .then(|| rows.last())
         .flatten()

@@ -356,7 +356,7 @@ pub async fn grep_memory(
 ) -> ApiResult<axum::Json<GrepResult>> {
     let mut tx = caller.begin().await?;
     let result = store::grep_memory(&mut tx, &key, &query).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     Ok(axum::Json(result))
 }
 
@@ -374,7 +374,7 @@ pub async fn list_memories(
 ) -> ApiResult<axum::Json<MemoryList>> {
     let mut tx = caller.begin().await?;
     let list = store::list_memories(&mut tx, &query).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     Ok(axum::Json(list))
 }
 
@@ -401,7 +401,7 @@ pub async fn search_memories(
     let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
     let mut tx = caller.begin().await?;
     let results = store::search_memory(&mut tx, &request, mode, vector.as_ref()).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     Ok(axum::Json(results))
 }
 

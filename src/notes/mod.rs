@@ -113,6 +113,17 @@ fn parse_etag(text: &str) -> Option<i64> {
     text.parse::<i64>().ok().filter(|v| *v >= 0)
 }
 
+/// Whether `If-None-Match` names `version` (or `*`): the caller's copy is current.
+fn none_match(headers: &HeaderMap, version: i64) -> bool {
+    headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|tag| tag.trim() == "*" || parse_etag(tag) == Some(version))
+        })
+}
+
 fn etag(version: i64) -> HeaderValue {
     HeaderValue::from_str(&format!("\"{version}\"")).unwrap_or(HeaderValue::from_static("\"0\""))
 }
@@ -175,15 +186,8 @@ pub async fn get_notes(
     operations::validate_agent_name(&agent_name)?;
     let mut tx = caller.begin().await?;
     let current = store::read_notes(&mut tx, &agent_name).await?;
-    tx.commit().await?;
-    let unchanged = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .any(|tag| tag.trim() == "*" || parse_etag(tag) == Some(current.version))
-        });
-    if unchanged {
+    tx.end_read_only();
+    if none_match(&headers, current.version) {
         return Ok((
             StatusCode::NOT_MODIFIED,
             [(header::ETAG, etag(current.version))],
@@ -361,7 +365,7 @@ pub async fn list_revisions(
     let before = crate::pagination::position::<i64>(query.cursor.as_deref())?;
     let mut tx = caller.begin().await?;
     let items = store::list_revisions(&mut tx, &agent_name, limit, before).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     let (items, more) = crate::pagination::split(items, limit);
     let next_cursor = crate::pagination::next(more, items.last().map(|last| last.version));
     Ok(axum::Json(RevisionPage { items, next_cursor }))
@@ -386,7 +390,7 @@ pub async fn get_revision(
     operations::validate_agent_name(&agent_name)?;
     let mut tx = caller.begin().await?;
     let revision = store::get_revision(&mut tx, &agent_name, version).await?;
-    tx.commit().await?;
+    tx.end_read_only();
     Ok(axum::Json(revision))
 }
 

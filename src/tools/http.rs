@@ -105,32 +105,39 @@ pub async fn call_tool(
     principal: Principal,
     UploadJson(request): UploadJson<ToolCallRequest>,
 ) -> ApiResult<axum::Json<ToolResult>> {
-    let tool = super::find(&request.name).ok_or_else(|| {
-        let names: Vec<&str> = super::all().iter().map(|t| t.name).collect();
-        ApiError::not_found(format!(
-            "no tool `{}`; the tools are {}",
-            request.name,
-            names.join(", ")
-        ))
-    })?;
+    let tool = super::find(&request.name).ok_or_else(|| unknown_tool(&request.name))?;
     let result = super::call(&state, &principal, tool, request.arguments, None).await?;
     if result.is_error && super::is_call_error(result.status) {
         // The call could not run: answered as the REST route would, problem and all.
-        let mut problem = result.problem.unwrap_or_else(|| {
-            Box::new(Problem::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                result.content,
-            ))
-        });
-        // `field` is a path in this request's body, where the arguments sit under `arguments`.
-        if let Some(Value::String(field)) = problem.extensions.get_mut("field") {
-            *field = if field.is_empty() {
-                "arguments".to_owned()
-            } else {
-                format!("arguments.{field}")
-            };
-        }
-        return Err(ApiError::Problem(problem));
+        return Err(call_problem(result));
     }
     Ok(axum::Json(result))
+}
+
+/// 404 naming the tools there are.
+fn unknown_tool(name: &str) -> ApiError {
+    let names: Vec<&str> = super::all().iter().map(|t| t.name).collect();
+    ApiError::not_found(format!(
+        "no tool `{name}`; the tools are {}",
+        names.join(", ")
+    ))
+}
+
+/// The problem of a call that could not run, its `field` a path in the request's body, where
+/// the arguments sit under `arguments`.
+fn call_problem(result: ToolResult) -> ApiError {
+    let mut problem = result.problem.unwrap_or_else(|| {
+        Box::new(Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            result.content,
+        ))
+    });
+    if let Some(Value::String(field)) = problem.extensions.get_mut("field") {
+        *field = if field.is_empty() {
+            "arguments".to_owned()
+        } else {
+            format!("arguments.{field}")
+        };
+    }
+    ApiError::Problem(problem)
 }

@@ -12,7 +12,6 @@ use crate::access::{Reader, Writer};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
 use crate::idempotency::{Begun, Idempotency};
-use crate::pagination;
 use crate::state::AppState;
 
 /// Appends a step (the TaskStep) to the task's history.
@@ -65,40 +64,11 @@ pub async fn list_steps(
     Path(id): Path<Uuid>,
     Query(query): Query<StepQuery>,
 ) -> ApiResult<axum::Json<StepPage>> {
-    // Checked even when `recent` makes it unused: a bad parameter is never silently ignored.
-    let limit = pagination::size(query.limit, 50, 500)?;
-    if let Some(recent) = query.recent {
-        if query.cursor.is_some() {
-            return Err(ApiError::invalid(
-                "recent",
-                "`recent` and `cursor` cannot be combined",
-            ));
-        }
-        if !(1..=500).contains(&recent) {
-            return Err(ApiError::invalid(
-                "recent",
-                "`recent` must be between 1 and 500",
-            ));
-        }
-        let mut tx = caller.begin().await?;
-        store::require_task(&mut tx, id).await?;
-        let items = store::recent_steps(&mut tx, id, recent).await?;
-        tx.end_read_only();
-        return Ok(axum::Json(StepPage {
-            items,
-            next_cursor: None,
-        }));
-    }
-    let after = pagination::position::<i32>(query.cursor.as_deref())?.unwrap_or(0);
+    let listing = steps::Listing::parse(&query)?;
     let mut tx = caller.begin().await?;
-    store::require_task(&mut tx, id).await?;
-    let (items, more) = store::steps_after(&mut tx, id, after, limit).await?;
+    let page = steps::list(&mut tx, id, listing).await?;
     tx.end_read_only();
-    let position = items.last().map(|s| s.seq);
-    Ok(axum::Json(StepPage {
-        items,
-        next_cursor: pagination::next(more, position),
-    }))
+    Ok(axum::Json(page))
 }
 
 /// Stores the task's configuration snapshot (the `team.json`), once.

@@ -113,3 +113,51 @@ fn same_step(existing: &Step, agent_name: &str, new_parts: &[Part]) -> bool {
                 _ => old == new,
             })
 }
+
+/// Which steps a listing asks for: the last `recent` in order, or a page after a position.
+pub enum Listing {
+    Recent(i64),
+    Page { after: i32, limit: i64 },
+}
+
+impl Listing {
+    /// 422 naming the parameter: `limit` is checked even when `recent` makes it unused (a bad
+    /// parameter is never silently ignored); `recent` is 1 to 500 and excludes `cursor`.
+    pub fn parse(query: &StepQuery) -> ApiResult<Self> {
+        let limit = crate::pagination::size(query.limit, 50, 500)?;
+        let Some(recent) = query.recent else {
+            let after = crate::pagination::position::<i32>(query.cursor.as_deref())?;
+            return Ok(Listing::Page {
+                after: after.unwrap_or(0),
+                limit,
+            });
+        };
+        if query.cursor.is_some() {
+            return Err(ApiError::invalid(
+                "recent",
+                "`recent` and `cursor` cannot be combined",
+            ));
+        }
+        if !(1..=500).contains(&recent) {
+            return Err(ApiError::invalid(
+                "recent",
+                "`recent` must be between 1 and 500",
+            ));
+        }
+        Ok(Listing::Recent(recent))
+    }
+}
+
+/// The steps of task `id` a listing asks for (404 when the caller has no such task).
+pub async fn list(tx: &mut Scoped, id: Uuid, listing: Listing) -> ApiResult<StepPage> {
+    store::require_task(tx, id).await?;
+    let (items, more) = match listing {
+        Listing::Recent(recent) => (store::recent_steps(tx, id, recent).await?, false),
+        Listing::Page { after, limit } => store::steps_after(tx, id, after, limit).await?,
+    };
+    let position = items.last().map(|s| s.seq);
+    Ok(StepPage {
+        items,
+        next_cursor: crate::pagination::next(more, position),
+    })
+}
