@@ -1,5 +1,6 @@
--- The keyword side of POST /api/memories/search (keyword_candidates in src/memories/search.rs),
--- as the server runs it: a prepared statement in a transaction scoped to one user.
+-- The keyword side of POST /api/memories/search (keyword_candidates in
+-- src/memories/search/sides.rs), as the server runs it: a prepared statement in a transaction
+-- scoped to one user.
 BEGIN;
 SET LOCAL role mnemo_app;
 SELECT set_config('mnemo.tenant', 'bench', true), set_config('mnemo.user', :'user', true) \g /dev/null

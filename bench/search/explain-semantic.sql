@@ -1,6 +1,6 @@
--- The vector side of POST /api/memories/search (vector_candidates in src/memories/search.rs), as
--- the server runs it: a prepared statement in a transaction scoped to one user, with
--- hnsw.iterative_scan = relaxed_order, asking for 3 × 100 nearest chunks.
+-- The vector side of POST /api/memories/search (vector_candidates in
+-- src/memories/search/sides.rs), as the server runs it: a prepared statement in a transaction
+-- scoped to one user, with hnsw.iterative_scan = relaxed_order, asking for 3 × 100 nearest chunks.
 BEGIN;
 SET LOCAL role mnemo_app;
 SELECT set_config('mnemo.tenant', 'bench', true), set_config('mnemo.user', :'user', true) \g /dev/null

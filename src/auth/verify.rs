@@ -1,122 +1,25 @@
-//! Bearer JWT verification and the [`Principal`] every request acts as.
-//!
-//! The accepted algorithms follow from the configured key: an HS secret accepts only HS256/384/512,
-//! an RSA key only RS*/PS*, an EC key ES256/ES384, an Ed25519 key EdDSA. `alg: none` is always
-//! refused. `exp` is required; `iss` and `aud` are checked when configured. Each failure has its
-//! own `detail`, so a client can tell an expired token from a forged one.
+//! The [`Verifier`]: a token's header and signature checked against the configured key, then its
+//! claims read into the [`Principal`] (user, tenant and scopes), each refusal saying why.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{FromRequestParts, Request, State};
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::errors::ErrorKind;
-use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use serde::Serialize;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 use tokio::sync::RwLock;
-use utoipa::ToSchema;
 
+use super::keys::{
+    HMAC, KeyEntry, Keys, decoding_key_from_pem, is_url, load_jwks, pick, unknown_kid,
+};
+use super::{Principal, Scope};
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::state::AppState;
-
-/// What a token may do. `admin` implies the others.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ToSchema)]
-pub enum Scope {
-    #[serde(rename = "memory:read")]
-    Read,
-    #[serde(rename = "memory:write")]
-    Write,
-    #[serde(rename = "admin")]
-    Admin,
-}
-
-impl Scope {
-    fn parse(name: &str) -> Option<Scope> {
-        match name {
-            "memory:read" => Some(Scope::Read),
-            "memory:write" => Some(Scope::Write),
-            "admin" => Some(Scope::Admin),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Read => "memory:read",
-            Scope::Write => "memory:write",
-            Scope::Admin => "admin",
-        }
-    }
-}
-
-/// The verified caller: every row a request touches belongs to this tenant and user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    pub tenant_id: String,
-    pub user_id: String,
-    pub scopes: Vec<Scope>,
-}
-
-impl Principal {
-    pub fn has(&self, scope: Scope) -> bool {
-        self.scopes.contains(&Scope::Admin) || self.scopes.contains(&scope)
-    }
-
-    /// 403 when the token lacks `scope` (the caller's own rights, so no existence is leaked).
-    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
-        if self.has(scope) {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden(format!(
-                "this token lacks the `{}` scope",
-                scope.as_str()
-            )))
-        }
-    }
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for Principal {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Principal>()
-            .cloned()
-            .ok_or_else(|| ApiError::unauthorized("missing bearer token"))
-    }
-}
 
 /// Largest tenant or user id; longer ones are refused at auth.
 const MAX_ID_LEN: usize = 256;
-
-/// JWKS keys by `kid`, with the time they were fetched.
-type KeyMap = HashMap<Option<String>, Arc<KeyEntry>>;
-
-struct KeyEntry {
-    key: DecodingKey,
-    algorithms: Vec<Algorithm>,
-}
-
-enum Keys {
-    Static(Arc<KeyEntry>),
-    Jwks {
-        source: String,
-        http: reqwest::Client,
-        /// Fewest time between two fetches caused by unknown `kid`s.
-        min_refresh: Duration,
-        keys: RwLock<(KeyMap, Instant)>,
-    },
-}
 
 /// Verifies bearer tokens according to the configuration.
 pub struct Verifier {
@@ -126,18 +29,6 @@ pub struct Verifier {
     tenant_claim: Vec<String>,
     default_tenant: Option<String>,
 }
-
-const HMAC: &[Algorithm] = &[Algorithm::HS256, Algorithm::HS384, Algorithm::HS512];
-const RSA: &[Algorithm] = &[
-    Algorithm::RS256,
-    Algorithm::RS384,
-    Algorithm::RS512,
-    Algorithm::PS256,
-    Algorithm::PS384,
-    Algorithm::PS512,
-];
-const EC: &[Algorithm] = &[Algorithm::ES256, Algorithm::ES384];
-const ED: &[Algorithm] = &[Algorithm::EdDSA];
 
 impl Verifier {
     /// Builds the verifier; an unreadable or unusable key is an error naming the setting.
@@ -307,91 +198,6 @@ impl Verifier {
     }
 }
 
-fn pick(keys: &KeyMap, kid: &Option<String>) -> Option<Arc<KeyEntry>> {
-    if let Some(entry) = keys.get(kid) {
-        return Some(entry.clone());
-    }
-    // A token without `kid` may use the only key there is.
-    if kid.is_none() && keys.len() == 1 {
-        return keys.values().next().cloned();
-    }
-    None
-}
-
-fn unknown_kid(kid: Option<&str>) -> ApiError {
-    match kid {
-        Some(kid) => ApiError::unauthorized(format!("no key with kid `{kid}` in the JWKS")),
-        None => ApiError::unauthorized("token has no `kid` and the JWKS holds several keys"),
-    }
-}
-
-fn is_url(source: &str) -> bool {
-    source.starts_with("http://") || source.starts_with("https://")
-}
-
-async fn load_jwks(http: &reqwest::Client, source: &str) -> Result<KeyMap, String> {
-    let text = if is_url(source) {
-        http.get(source)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| format!("cannot fetch {source}: {e}"))?
-            .text()
-            .await
-            .map_err(|e| format!("cannot read {source}: {e}"))?
-    } else {
-        std::fs::read_to_string(source).map_err(|e| format!("cannot read {source}: {e}"))?
-    };
-    let set: JwkSet =
-        serde_json::from_str(&text).map_err(|e| format!("{source} is not a JWKS: {e}"))?;
-    let mut keys = HashMap::new();
-    for jwk in &set.keys {
-        let algorithms = match &jwk.algorithm {
-            AlgorithmParameters::RSA(_) => RSA.to_vec(),
-            AlgorithmParameters::EllipticCurve(ec) => match ec.curve {
-                EllipticCurve::P256 => vec![Algorithm::ES256],
-                EllipticCurve::P384 => vec![Algorithm::ES384],
-                _ => continue,
-            },
-            AlgorithmParameters::OctetKeyPair(_) => ED.to_vec(),
-            // Shared secrets have no place in a published key set.
-            AlgorithmParameters::OctetKey(_) => continue,
-            _ => continue,
-        };
-        let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("{source}: bad key: {e}"))?;
-        keys.insert(
-            jwk.common.key_id.clone(),
-            Arc::new(KeyEntry { key, algorithms }),
-        );
-    }
-    if keys.is_empty() {
-        return Err(format!("{source} holds no usable RSA, EC or OKP key"));
-    }
-    Ok(keys)
-}
-
-fn decoding_key_from_pem(pem: &[u8]) -> Option<KeyEntry> {
-    if let Ok(key) = DecodingKey::from_rsa_pem(pem) {
-        return Some(KeyEntry {
-            key,
-            algorithms: RSA.to_vec(),
-        });
-    }
-    if let Ok(key) = DecodingKey::from_ec_pem(pem) {
-        return Some(KeyEntry {
-            key,
-            algorithms: EC.to_vec(),
-        });
-    }
-    if let Ok(key) = DecodingKey::from_ed_pem(pem) {
-        return Some(KeyEntry {
-            key,
-            algorithms: ED.to_vec(),
-        });
-    }
-    None
-}
-
 fn peek_header(token: &str) -> Result<Map<String, Value>, ApiError> {
     let mut parts = token.split('.');
     let (Some(head), Some(_), Some(_), None) =
@@ -512,142 +318,9 @@ fn scopes(claims: &Map<String, Value>) -> Result<Vec<Scope>, ApiError> {
     Ok(found)
 }
 
-/// Signs a development/ops token with the configured key (`mnemo token`).
-pub fn mint(
-    config: &Config,
-    sub: &str,
-    tenant: &str,
-    scopes: &[String],
-    ttl: Duration,
-) -> Result<String, String> {
-    let (header, key) = if let Some(secret) = &config.jwt_secret {
-        (
-            Header::new(Algorithm::HS256),
-            EncodingKey::from_secret(secret.as_bytes()),
-        )
-    } else if let Some(path) = &config.jwt_private_key {
-        let pem = std::fs::read(path)
-            .map_err(|e| format!("MNEMO_JWT_PRIVATE_KEY: cannot read {}: {e}", path.display()))?;
-        if let Ok(key) = EncodingKey::from_rsa_pem(&pem) {
-            (Header::new(Algorithm::RS256), key)
-        } else if let Ok(key) = EncodingKey::from_ec_pem(&pem) {
-            (Header::new(Algorithm::ES256), key)
-        } else if let Ok(key) = EncodingKey::from_ed_pem(&pem) {
-            (Header::new(Algorithm::EdDSA), key)
-        } else {
-            return Err(format!(
-                "MNEMO_JWT_PRIVATE_KEY: {} is not an RSA, EC or Ed25519 private key in PEM",
-                path.display()
-            ));
-        }
-    } else {
-        return Err("signing needs MNEMO_JWT_SECRET or MNEMO_JWT_PRIVATE_KEY".into());
-    };
-    let now = chrono::Utc::now().timestamp();
-    let mut claims = Map::new();
-    claims.insert("sub".into(), Value::String(sub.into()));
-    claims.insert(config.tenant_claim.clone(), Value::String(tenant.into()));
-    claims.insert("iat".into(), now.into());
-    claims.insert(
-        "exp".into(),
-        (now + i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2)).into(),
-    );
-    if let Some(issuer) = &config.jwt_issuer {
-        claims.insert("iss".into(), Value::String(issuer.clone()));
-    }
-    if let Some(audience) = &config.jwt_audience {
-        claims.insert("aud".into(), Value::String(audience.clone()));
-    }
-    if !scopes.is_empty() {
-        claims.insert("scope".into(), Value::String(scopes.join(" ")));
-    }
-    jsonwebtoken::encode(&header, &claims, &key).map_err(|e| format!("cannot sign: {e}"))
-}
-
-/// The `WWW-Authenticate` value of a 401. RFC 9728: it names the protected-resource metadata,
-/// which MCP clients follow to the authorization server. Made only when a request is refused.
-fn challenge(state: &AppState, headers: &HeaderMap, error: Option<&str>) -> Option<HeaderValue> {
-    let mut value = String::from("Bearer realm=\"mnemo\"");
-    if let Some(detail) = error {
-        value.push_str(&format!(
-            ", error=\"invalid_token\", error_description=\"{}\"",
-            detail.replace(['"', '\\'], "'")
-        ));
-    }
-    let metadata = crate::mcp::resource_metadata_url(state, headers);
-    value.push_str(&format!(", resource_metadata=\"{metadata}\""));
-    HeaderValue::from_str(&value).ok()
-}
-
-/// Middleware: verifies the bearer token of every non-public route and stores the [`Principal`].
-pub async fn require_bearer(
-    State(state): State<AppState>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    if crate::http::is_public(req.uri().path()) {
-        return next.run(req).await;
-    }
-    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
-        let mut response = ApiError::unauthorized("missing `Authorization: Bearer <token>` header")
-            .into_response();
-        if let Some(value) = challenge(&state, req.headers(), None) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, value);
-        }
-        return response;
-    };
-    let token = match value.to_str().ok().and_then(bearer_token) {
-        Some(token) => token.to_owned(),
-        None => {
-            return ApiError::unauthorized(
-                "malformed `Authorization` header; expected `Bearer <token>`",
-            )
-            .into_response();
-        }
-    };
-    match state.verifier.verify(&token).await {
-        Ok(principal) => {
-            req.extensions_mut().insert(principal);
-            next.run(req).await
-        }
-        Err(err) => {
-            let unauthorized = err.status_code() == StatusCode::UNAUTHORIZED;
-            let detail = err.to_string();
-            let mut response = err.into_response();
-            let value = unauthorized
-                .then(|| challenge(&state, req.headers(), Some(&detail)))
-                .flatten();
-            if let Some(value) = value {
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, value);
-            }
-            response
-        }
-    }
-}
-
-fn bearer_token(value: &str) -> Option<&str> {
-    let (scheme, token) = value.split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && !token.contains(' '))
-        .then_some(token)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bearer_header_forms() {
-        assert_eq!(bearer_token("Bearer abc.def.ghi"), Some("abc.def.ghi"));
-        assert_eq!(bearer_token("bearer abc"), Some("abc"));
-        assert_eq!(bearer_token("Basic dXNlcjpwYXNz"), None);
-        assert_eq!(bearer_token("Bearer"), None);
-        assert_eq!(bearer_token("Bearer  "), None);
-    }
 
     #[test]
     fn scopes_from_either_claim() {

@@ -1,5 +1,9 @@
 //! Request and response types of the task API, and the enums stored as text.
 
+mod history;
+mod log;
+mod schemas;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -8,6 +12,15 @@ use uuid::Uuid;
 
 use super::digest::Digest;
 use super::lifecycle::{Phase, Status};
+
+pub use history::{
+    Message, MessagePage, NewMessage, NewSnapshot, Snapshot, SnapshotPage, StuckSuppressed,
+};
+pub use log::{
+    Action, ActionLog, ActionLogPage, ActionPage, Appended, ErrorInfo, Event, EventPage,
+    EventQuery, NewAction, NewActionLog, NewEvent, NewEvents, PatchAction,
+};
+pub use schemas::{PlanInput, StageLabel};
 
 /// An enum stored and sent as text. Its schema is written from the same texts serde uses, so the
 /// document lists exactly the values on the wire.
@@ -73,89 +86,6 @@ text_enum!(
     /// Status of an execution-log event.
     EventStatus { Completed => "COMPLETED", Failed => "FAILED", Skipped => "SKIPPED", SystemAction => "SYSTEM_ACTION", SystemError => "SYSTEM_ERROR" }
 );
-
-/// Schema of a plan as a request gives it: a list of step titles, steps or stages.
-pub struct PlanInput;
-
-impl PlanInput {
-    pub fn json() -> Value {
-        let title = serde_json::json!({"type": "string", "minLength": 1, "pattern": "\\S"});
-        let staged_step = serde_json::json!({
-            "type": "object",
-            "description": "A step of a stage; `sub_task_input` (any JSON) may come with it.",
-            "required": ["stepDescription", "toolName"],
-            "properties": {
-                "stepDescription": title,
-                "toolName": {"type": "string"},
-                "narrative_step": {"type": ["string", "null"]}
-            }
-        });
-        serde_json::json!({
-            "type": "array",
-            "description": "A list of step titles (`[\"Build image\", \"Push\"]`), of steps \
-                `{title, tool?, input?, narrative?}`, or of stages `{stage, steps: [{stepDescription, \
-                toolName, sub_task_input?, narrative_step?}]}`; forms may be mixed. At least one step, \
-                at most `MNEMO_TASKS_MAX_PLAN_STEPS` (default 500) in all.",
-            "minItems": 1,
-            "maxItems": 500,
-            "items": {"anyOf": [
-                title,
-                {
-                    "type": "object",
-                    "description": "A step; `input` (any JSON) may come with it.",
-                    "required": ["title"],
-                    "properties": {
-                        "title": title,
-                        "tool": {"type": ["string", "null"]},
-                        "narrative": {"type": ["string", "null"]}
-                    }
-                },
-                {
-                    "type": "object",
-                    "description": "A stage and its steps.",
-                    "required": ["steps"],
-                    "properties": {
-                        "stage": {
-                            "type": ["integer", "null"],
-                            "format": "int32",
-                            "minimum": i32::MIN,
-                            "maximum": i32::MAX
-                        },
-                        "steps": {"type": "array", "minItems": 1, "items": staged_step}
-                    }
-                }
-            ]}
-        })
-    }
-}
-
-impl utoipa::PartialSchema for PlanInput {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        crate::openapi::json_schema(Self::json())
-    }
-}
-
-impl ToSchema for PlanInput {}
-
-/// Schema of an event's stage: a number, or a label such as `"Initial"` or `"System"`.
-pub struct StageLabel;
-
-impl StageLabel {
-    pub fn json() -> Value {
-        serde_json::json!({
-            "type": ["number", "string"],
-            "description": "A stage number, or a label such as `\"Initial\"` or `\"System\"`."
-        })
-    }
-}
-
-impl utoipa::PartialSchema for StageLabel {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        crate::openapi::json_schema(Self::json())
-    }
-}
-
-impl ToSchema for StageLabel {}
 
 /// The error summary of a failed task.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
@@ -374,174 +304,6 @@ pub struct PatchItem {
     pub status: ItemStatus,
 }
 
-/// An action to record under a plan item.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewAction {
-    pub action_type: ActionType,
-    #[schema(min_length = 1, max_length = 10_000, pattern = r"\S")]
-    pub summary: String,
-    /// Default `completed`.
-    #[serde(default)]
-    pub status: Option<ActionStatus>,
-    #[serde(default)]
-    pub input_data: Option<Value>,
-    #[serde(default)]
-    pub output_data: Option<Value>,
-}
-
-/// `PATCH /api/tasks/{id}/actions/{action_id}`.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PatchAction {
-    #[serde(default)]
-    pub status: Option<ActionStatus>,
-    #[serde(default)]
-    #[schema(min_length = 1, max_length = 10_000, pattern = r"\S")]
-    pub summary: Option<String>,
-    #[serde(default)]
-    pub output_data: Option<Value>,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Action {
-    pub id: Uuid,
-    pub task_id: Uuid,
-    pub plan_version: i32,
-    pub ordinal: i32,
-    pub action_type: ActionType,
-    pub summary: String,
-    pub status: ActionStatus,
-    pub input_data: Option<Value>,
-    pub output_data: Option<Value>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ActionPage {
-    pub items: Vec<Action>,
-    pub next_cursor: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewActionLog {
-    /// Free-form kind: `stdout`, `stderr`, `screenshot`, ...
-    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
-    pub log_type: String,
-    pub content: String,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ActionLog {
-    pub id: Uuid,
-    pub action_id: Uuid,
-    pub log_type: String,
-    pub content: String,
-    pub created_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ActionLogPage {
-    pub items: Vec<ActionLog>,
-    pub next_cursor: Option<String>,
-}
-
-/// The `error_info` of an execution-log event.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ErrorInfo {
-    pub message: String,
-    #[serde(default)]
-    pub details: Option<Value>,
-}
-
-/// An execution-log event in the task_memory_bank log shape.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewEvent {
-    /// Default: the time of the append.
-    #[serde(default)]
-    pub timestamp: Option<DateTime<Utc>>,
-    /// A stage number, or a label such as `"Initial"` or `"System"`.
-    #[serde(default)]
-    #[schema(value_type = Option<StageLabel>)]
-    pub stage: Option<Value>,
-    #[serde(default)]
-    pub sub_task_id: Option<String>,
-    /// Narrative from the plan, or the system action's description.
-    #[schema(min_length = 1, max_length = 100_000, pattern = r"\S")]
-    pub step_narrative: String,
-    /// The tool used, or `"System"`.
-    #[serde(default)]
-    pub tool_name: Option<String>,
-    pub status: EventStatus,
-    #[serde(default)]
-    pub input_payload: Option<Value>,
-    #[serde(default)]
-    pub result_data: Option<Value>,
-    #[serde(default)]
-    pub error_info: Option<ErrorInfo>,
-    #[serde(default)]
-    #[schema(minimum = 0)]
-    pub duration_ms: Option<i64>,
-}
-
-/// A batch of events, appended in one transaction and in this order.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewEvents {
-    /// 1 to `MNEMO_TASKS_MAX_BATCH_EVENTS` (default 1000) events.
-    #[schema(min_items = 1, max_items = 1000)]
-    pub events: Vec<NewEvent>,
-}
-
-/// Where a batch landed in the log.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Appended {
-    pub count: usize,
-    pub first_seq: i64,
-    pub last_seq: i64,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Event {
-    /// Position in the task's log (1-based, gap-free).
-    pub seq: i64,
-    pub timestamp: DateTime<Utc>,
-    pub stage: Option<Value>,
-    pub sub_task_id: Option<String>,
-    pub step_narrative: String,
-    pub tool_name: Option<String>,
-    pub status: String,
-    pub input_payload: Option<Value>,
-    pub result_data: Option<Value>,
-    pub error_info: Option<Value>,
-    pub duration_ms: Option<i64>,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct EventPage {
-    pub items: Vec<Event>,
-    pub next_cursor: Option<String>,
-}
-
-/// Filters and paging of the execution log.
-#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct EventQuery {
-    /// Page size, 1..=500 (default 100).
-    #[param(minimum = 1, maximum = 500)]
-    pub limit: Option<i64>,
-    pub cursor: Option<String>,
-    /// Only events with this status (`COMPLETED`, `FAILED`, ...).
-    pub status: Option<String>,
-    pub tool_name: Option<String>,
-    pub sub_task_id: Option<String>,
-}
-
 /// Paging of messages, snapshots, actions and logs.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -575,82 +337,6 @@ pub struct TaskPage {
     pub next_cursor: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = TaskMessage)]
-pub struct Message {
-    pub seq: i32,
-    pub role: Role,
-    pub msg_type: MsgType,
-    pub content: String,
-    pub created_at: DateTime<Utc>,
-}
-
-/// The answer to a `stuck` message inside the cooldown after the last one: nothing was stored.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct StuckSuppressed {
-    /// Always true.
-    pub suppressed: bool,
-    /// When the last stored `stuck` message arrived (`last_stuck_alert_at` in the task metadata).
-    pub last_stuck_alert_at: DateTime<Utc>,
-    /// From then on a `stuck` message is stored again.
-    pub cooldown_ends_at: DateTime<Utc>,
-    /// The cooldown, `MNEMO_TASKS_STUCK_COOLDOWN_SECS`.
-    pub cooldown_seconds: u64,
-}
-
-/// A message to append to a task's history.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NewTaskMessage)]
-pub struct NewMessage {
-    /// Default `agent`.
-    #[serde(default)]
-    pub role: Option<Role>,
-    #[schema(min_length = 1, max_length = 100_000, pattern = r"\S")]
-    pub content: String,
-    /// Default `text`.
-    #[serde(default)]
-    pub msg_type: Option<MsgType>,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = TaskMessagePage)]
-pub struct MessagePage {
-    pub items: Vec<Message>,
-    pub next_cursor: Option<String>,
-}
-
-/// A context snapshot (an entry of `contextHistory`).
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewSnapshot {
-    /// When it was taken: `initial_context`, `after_summarization`, `before_stage_1`, ...
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
-    pub label: String,
-    pub content: String,
-    #[serde(default)]
-    pub is_summarized: bool,
-    /// Default: now.
-    #[serde(default)]
-    pub timestamp: Option<DateTime<Utc>>,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Snapshot {
-    /// Order of the snapshots (1-based).
-    pub seq: i32,
-    pub label: String,
-    pub content: String,
-    pub is_summarized: bool,
-    pub timestamp: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct SnapshotPage {
-    pub items: Vec<Snapshot>,
-    pub next_cursor: Option<String>,
-}
-
 /// `POST /api/tasks/{id}/query`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -669,21 +355,4 @@ pub struct QueryAnswer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_error: Option<String>,
     pub digest: Digest,
-}
-
-#[cfg(test)]
-mod tests {
-    use utoipa::PartialSchema;
-
-    /// The hand-written schemas read back exactly as written (nothing dropped on the way).
-    #[test]
-    fn schema_json_reads_back() {
-        for (json, schema) in [
-            (super::PlanInput::json(), super::PlanInput::schema()),
-            (super::StageLabel::json(), super::StageLabel::schema()),
-        ] {
-            let written = serde_json::to_value(schema).unwrap();
-            assert_eq!(written, json);
-        }
-    }
 }

@@ -1,6 +1,5 @@
-//! The tools themselves. Each runs the REST handler of its route with the caller's principal;
-//! arguments that the route takes in its path (`key`, `task_id`, `agent_name`) are members of the
-//! argument object, the rest is the route's own body (or query) type.
+//! The task tools: register, update and ask about a task, append a step, search the task
+//! history, and read an artifact a step refers to.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -8,255 +7,22 @@ use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
 use serde_json::{Value, json};
 
-use super::schema::{body, params, with_property};
-use super::{Call, Tool};
+use super::{ARTIFACT_PAGE_BYTES, ok};
 use crate::auth::Scope;
 use crate::error::ApiError;
-use crate::extract::{Json, Path, Query};
+use crate::extract::{Json, Path};
 use crate::idempotency::Idempotency;
-use crate::memories::UploadJson;
-use crate::memories::model::{CaptureInput, GrepQuery, MemoryInput, PageQuery, SearchRequest};
-use crate::notes::model::NotesOperationRequest;
-use crate::recall::RecallRequest;
 use crate::tasks::model::{QueryTask, RegisterTask, UpdateTask};
 use crate::tasks::workspace::model::{NewStep, SearchRequest as TaskSearchRequest};
-
-/// The agent of a notes call without one.
-pub const DEFAULT_AGENT: &str = "default";
-/// Bytes `artifact_read` returns when the call names no `length`.
-pub const ARTIFACT_PAGE_BYTES: u64 = 64 * 1024;
-
-fn key_property() -> Value {
-    json!({
-        "type": "string",
-        "description": "The memory key (the first part of its [MemoryRef: key - summary] placeholder).",
-        "minLength": 1, "maxLength": 128, "pattern": "^[A-Za-z0-9._:-]+$"
-    })
-}
+use crate::tools::schema::{body, with_property};
+use crate::tools::{Call, Tool};
 
 fn task_property() -> Value {
     json!({"type": "string", "format": "uuid", "description": "The task id `task_register` answered."})
 }
 
-fn ok<T: IntoResponse>(result: Result<T, ApiError>) -> Result<Response, ApiError> {
-    result.map(IntoResponse::into_response)
-}
-
 pub(super) fn tools() -> Vec<Tool> {
     vec![
-        Tool {
-            name: "store_memory",
-            title: "Store a memory",
-            summary: "Store a large piece of content (a tool or command output, a file, a document) \
-                once in detail memory and get back a short placeholder `[MemoryRef: <key> - \
-                <summary>]`. Keep the placeholder in your context instead of the content; fetch \
-                pages with retrieve_memory, find lines with grep_memory. With a `key` the call is \
-                idempotent: the same content again changes nothing.",
-            examples: &[
-                r#"{"content": "total 48\ndrwxr-xr-x 5 app app 4096 .\n...", "description": "ls -la of the deploy folder"}"#,
-                r#"{"key": "build-log-42", "content": "error[E0308]: mismatched types ...", "memory_type": "command_output"}"#,
-            ],
-            scope: Scope::Write,
-            read_only: false,
-            in_chat: true,
-            session_argument: None,
-            schema: body::<MemoryInput>,
-            run: |mut c| {
-                async move {
-                    if let Some(agent) = c.session_agent {
-                        c.default_argument("agent_id", agent);
-                    }
-                    c.alias("memory_key", "key")?;
-                    let input: MemoryInput = c.parse()?;
-                    let state = State(c.state.clone());
-                    match input.key.clone() {
-                        Some(key) => ok(crate::memories::put_memory(
-                            state,
-                            c.writer()?,
-                            Path(key),
-                            UploadJson(input),
-                        )
-                        .await),
-                        None => {
-                            crate::memories::create_memory(
-                                state,
-                                c.writer()?,
-                                Idempotency::none(),
-                                UploadJson(input),
-                            )
-                            .await
-                        }
-                    }
-                }
-                .boxed()
-            },
-        },
-        Tool {
-            name: "retrieve_memory",
-            title: "Read a memory",
-            summary: "Read a stored memory by its key, one page at a time: by lines \
-                (`line_start`, 1-based, and `line_count`) or by bytes (`offset`, `limit`). The \
-                answer carries the page's `content`, its range, and `next` (the arguments of the \
-                following page) while there is more.",
-            examples: &[
-                r#"{"key": "build-log-42"}"#,
-                r#"{"key": "build-log-42", "line_start": 200, "line_count": 50}"#,
-            ],
-            scope: Scope::Read,
-            read_only: true,
-            in_chat: true,
-            session_argument: None,
-            schema: || with_property(params::<PageQuery>(), "key", key_property(), true),
-            run: |mut c| {
-                async move {
-                    c.alias("memory_key", "key")?;
-                    let key = c.take_string("key")?;
-                    let query: PageQuery = c.parse()?;
-                    crate::memories::get_memory(
-                        State(c.state.clone()),
-                        c.reader()?,
-                        Path(key),
-                        Query(query),
-                        HeaderMap::new(),
-                    )
-                    .await
-                }
-                .boxed()
-            },
-        },
-        Tool {
-            name: "grep_memory",
-            title: "Grep a memory",
-            summary: "Find the lines of a stored memory matching a regular expression (Rust \
-                `regex` syntax), with line numbers and `context` lines around them. Use it on \
-                large outputs instead of reading them whole.",
-            examples: &[
-                r#"{"key": "build-log-42", "pattern": "error\\[E\\d+\\]", "context": 2}"#,
-                r#"{"key": "build-log-42", "pattern": "timeout", "ignore_case": true, "max_matches": 20}"#,
-            ],
-            scope: Scope::Read,
-            read_only: true,
-            in_chat: true,
-            session_argument: None,
-            schema: || with_property(params::<GrepQuery>(), "key", key_property(), true),
-            run: |mut c| {
-                async move {
-                    c.alias("memory_key", "key")?;
-                    let key = c.take_string("key")?;
-                    let query: GrepQuery = c.parse()?;
-                    ok(crate::memories::grep_memory(c.reader()?, Path(key), Query(query)).await)
-                }
-                .boxed()
-            },
-        },
-        Tool {
-            name: "search_memory",
-            title: "Search memories",
-            summary: "Search your stored memories by a question or keywords; answers the best \
-                matches, each with its key and placeholder. Quoted phrases, `-word` and `OR` work \
-                as in a web search.",
-            examples: &[
-                r#"{"query": "which port does the staging database listen on"}"#,
-                r#"{"query": "\"connection refused\" -test", "limit": 5}"#,
-            ],
-            scope: Scope::Read,
-            read_only: true,
-            in_chat: true,
-            session_argument: None,
-            schema: body::<SearchRequest>,
-            run: |mut c| {
-                async move {
-                    let request: SearchRequest = c.parse()?;
-                    ok(crate::memories::search_memories(
-                        State(c.state.clone()),
-                        c.reader()?,
-                        Json(request),
-                    )
-                    .await)
-                }
-                .boxed()
-            },
-        },
-        Tool {
-            name: "capture_output",
-            title: "Capture a command output",
-            summary: "Hand over a command's output: a short one comes back inline, nothing stored; \
-                one over `threshold_tokens` is stored and comes back as a [MemoryRef: ...] \
-                placeholder with a summary (first lines, first error). Use it on every large tool \
-                result to keep your context small.",
-            examples: &[
-                r#"{"command": "cargo test", "content": "running 212 tests\n...\ntest result: ok"}"#,
-                r#"{"command": "kubectl get pods -A", "content": "NAMESPACE NAME READY ...", "threshold_tokens": 500}"#,
-            ],
-            scope: Scope::Write,
-            read_only: false,
-            in_chat: false,
-            session_argument: None,
-            schema: body::<CaptureInput>,
-            run: |mut c| {
-                async move {
-                    if let Some(agent) = c.session_agent {
-                        c.default_argument("agent_id", agent);
-                    }
-                    let input: CaptureInput = c.parse()?;
-                    crate::memories::capture(
-                        State(c.state.clone()),
-                        c.writer()?,
-                        Idempotency::none(),
-                        UploadJson(input),
-                    )
-                    .await
-                }
-                .boxed()
-            },
-        },
-        Tool {
-            name: "manage_long_term_memory",
-            title: "Long-term notes",
-            summary: "Read or edit your long-term Markdown notes about this user, kept across \
-                sessions (one document per agent). Operations: read (default), overwrite, append, \
-                prepend, delete_section_by_header, replace_section_by_header (with `upsert` to \
-                add a missing section), delete_all_notes. Sections are Markdown headings.",
-            examples: &[
-                r#"{"operation": "read"}"#,
-                r#"{"operation": "append", "content": "- prefers answers in French"}"#,
-                r###"{"operation": "replace_section_by_header", "section_header": "## Preferences", "content": "- tea, no sugar", "upsert": true}"###,
-            ],
-            scope: Scope::Read,
-            read_only: false,
-            in_chat: true,
-            session_argument: Some("agent_name"),
-            schema: || {
-                with_property(
-                    body::<NotesOperationRequest>(),
-                    "agent_name",
-                    json!({"type": "string", "default": DEFAULT_AGENT,
-                        "pattern": "^[A-Za-z0-9._-]{1,64}$",
-                        "description": "Whose notes: the agent's name."}),
-                    false,
-                )
-            },
-            run: |mut c| {
-                async move {
-                    let agent = c
-                        .take_optional_string("agent_name")?
-                        .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
-                    // The route checks the scope of the operation: `read` needs only
-                    // `memory:read`.
-                    let request: NotesOperationRequest = c.parse()?;
-                    crate::notes::notes_operation(
-                        State(c.state.clone()),
-                        c.principal.clone(),
-                        Path(agent),
-                        HeaderMap::new(),
-                        Idempotency::none(),
-                        Json(request),
-                    )
-                    .await
-                }
-                .boxed()
-            },
-        },
         Tool {
             name: "task_register",
             title: "Register a task",
@@ -302,7 +68,8 @@ pub(super) fn tools() -> Vec<Tool> {
             in_chat: false,
             session_argument: None,
             schema: || {
-                let schema = super::schema::without_property(&body::<UpdateTask>(), "task_id");
+                let schema =
+                    crate::tools::schema::without_property(&body::<UpdateTask>(), "task_id");
                 with_property(schema, "task_id", task_property(), true)
             },
             run: |mut c| {
@@ -458,34 +225,6 @@ pub(super) fn tools() -> Vec<Tool> {
                 })
             },
             run: |c| read_artifact(c).boxed(),
-        },
-        Tool {
-            name: "recall",
-            title: "Recall",
-            summary: "Recall what you know about something from everything kept for this user: \
-                earlier conversations (other sessions too), stored memories, long-term notes and \
-                task history, best first. Ask a question or give keywords; each hit says where it \
-                comes from and how to read more (a memory's [MemoryRef: key - summary] \
-                placeholder, a session and message id, a notes heading, a task id).",
-            examples: &[
-                r#"{"query": "When did Caroline go to the support group?"}"#,
-                r#"{"query": "staging database password rotation", "kinds": ["memory", "note"], "limit": 5}"#,
-            ],
-            scope: Scope::Read,
-            read_only: true,
-            in_chat: true,
-            session_argument: None,
-            schema: body::<RecallRequest>,
-            run: |mut c| {
-                async move {
-                    let request: RecallRequest = c.parse()?;
-                    ok(
-                        crate::recall::recall(State(c.state.clone()), c.reader()?, Json(request))
-                            .await,
-                    )
-                }
-                .boxed()
-            },
         },
     ]
 }

@@ -1,0 +1,260 @@
+//! The scenarios: a client acting as one user, the data a scenario prepares outside the measured
+//! window, and the one request each scenario measures.
+
+use super::*;
+
+pub(crate) struct Client {
+    pub(crate) http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) token: String,
+    pub(crate) id: usize,
+    /// Keys or ids the scenario prepared for this client.
+    pub(crate) prepared: Vec<String>,
+    /// Tokens of the users a request may act as (`--users`); empty: always `token`.
+    pub(crate) users: Arc<Vec<String>>,
+    /// Words of search questions, most frequent first (`--vocab`).
+    pub(crate) vocab: Arc<Vec<String>>,
+    /// Unique per run, so message ids of one run never repeat those of an earlier one.
+    pub(crate) run: u64,
+    /// Sessions of the `append` scenario.
+    pub(crate) sessions: u64,
+    /// Requests go to a Motorhead (`--peer-motorhead`).
+    pub(crate) motorhead: bool,
+}
+
+impl Client {
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// A well-mixed number for request `n` of this client and `salt`.
+    pub(crate) fn random(&self, n: usize, salt: u64) -> u64 {
+        splitmix64(((self.id as u64) << 40) ^ ((n as u64) << 8) ^ salt)
+    }
+
+    /// The token request `n` is sent with: a random user's with `--users`, else the client's.
+    pub(crate) fn token_for(&self, n: usize) -> &str {
+        if self.users.is_empty() {
+            &self.token
+        } else {
+            &self.users[(self.random(n, 1) % self.users.len() as u64) as usize]
+        }
+    }
+
+    /// A search question of 3 to 8 words: vocabulary ranks drawn with probability about 1/rank
+    /// (log-uniform), as the loaded texts were.
+    pub(crate) fn question(&self, n: usize) -> String {
+        if self.vocab.is_empty() {
+            return format!("bench output {n} build tests");
+        }
+        let words = 3 + (self.random(n, 2) % 6) as usize;
+        let size = self.vocab.len() as f64;
+        (0..words)
+            .map(|w| {
+                let u = (self.random(n, 16 + w as u64) >> 11) as f64 / (1u64 << 53) as f64;
+                let rank = ((u * size.ln()).exp().floor() as usize).clamp(1, self.vocab.len());
+                self.vocab[rank - 1].as_str()
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), String> {
+    if client.motorhead {
+        return prepare_motorhead(scenario, client).await;
+    }
+    match scenario {
+        "memory-retrieve" => {
+            for i in 0..50 {
+                let body = json!({"content": kilobyte(i), "description": "bench"});
+                let response: Value = send_json(
+                    client.http.post(client.url("/api/memories")),
+                    &client.token,
+                    &body,
+                )
+                .await?;
+                let key = response["memory_key"]
+                    .as_str()
+                    .ok_or("store returned no memory_key")?;
+                client.prepared.push(key.to_owned());
+            }
+        }
+        // Ten messages in each of the first 100 sessions, sent by the first client (repeats of an
+        // earlier run are duplicates and change nothing).
+        "window" if client.id == 0 => {
+            for session in 0..100 {
+                let messages: Vec<Value> = (0..10)
+                    .map(|i| {
+                        json!({"id": format!("w{i}"), "text": chat_text(i), "timestamp": "2026-11-21T12:00:00Z",
+                               "sender": if i % 2 == 0 { "user" } else { "ai" }})
+                    })
+                    .collect();
+                send_json(
+                    client
+                        .http
+                        .post(client.url("/api/chat/session/archive_messages")),
+                    &client.token,
+                    &json!({"session_id": format!("s{session}"), "messages_batch": messages}),
+                )
+                .await?;
+            }
+        }
+        "task-events" => {
+            let body = json!({"name": format!("bench task {}", client.id)});
+            let response: Value = send_json(
+                client.http.post(client.url("/api/tasks")),
+                &client.token,
+                &body,
+            )
+            .await?;
+            let id = response["id"].as_str().ok_or("register returned no id")?;
+            client.prepared.push(id.to_owned());
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+pub(crate) async fn send_json(
+    request: reqwest::RequestBuilder,
+    token: &str,
+    body: &Value,
+) -> Result<Value, String> {
+    let response = request
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let text = response.text().await.map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        return Err(format!("setup request failed with {status}: {text}"));
+    }
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// One measured request; returns its HTTP status (0: no answer).
+pub(crate) async fn one(scenario: &str, client: &Client, n: usize) -> Result<u16, String> {
+    if client.motorhead {
+        return Ok(status_of(motorhead_request(scenario, client, n).send().await).await);
+    }
+    let request = match scenario {
+        "me" => client.http.get(client.url("/api/me")),
+        "memory-store" => client
+            .http
+            .post(client.url("/api/memories"))
+            .json(&json!({"content": kilobyte(n), "description": "bench output"})),
+        "memory-retrieve" => {
+            let key = &client.prepared[n % client.prepared.len()];
+            client.http.get(client.url(&format!("/api/memories/{key}")))
+        }
+        "archive-batch" => {
+            let session = format!("bench-{}-{}", client.id, n);
+            let messages: Vec<Value> = (0..20)
+                .map(|i| {
+                    json!({"id": format!("m{i}"), "text": format!("message {i} of the bench conversation"),
+                           "sender": if i % 2 == 0 { "user" } else { "ai" },
+                           "timestamp": "2026-11-21T12:00:00Z"})
+                })
+                .collect();
+            client
+                .http
+                .post(client.url("/api/chat/session/archive_messages"))
+                .json(&json!({"session_id": session, "messages_batch": messages}))
+        }
+        "append" | "append-one" => {
+            let session = if scenario == "append" {
+                client.random(n, 4) % client.sessions.max(1)
+            } else {
+                0
+            };
+            client
+                .http
+                .post(client.url("/api/chat/session/archive_messages"))
+                .json(
+                    &json!({"session_id": format!("s{session}"), "messages_batch": [{
+                    "id": format!("a{}-{}-{n}", client.run, client.id), "text": chat_text(n),
+                    "sender": if n.is_multiple_of(2) { "user" } else { "ai" },
+                    "timestamp": "2026-11-21T12:00:00Z"}]}),
+                )
+        }
+        "window" => {
+            let session = client.random(n, 5) % 100;
+            client.http.get(client.url(&format!(
+                "/api/chat/sessions/s{session}/messages?order=desc&limit=10"
+            )))
+        }
+        "context-one" => client.http.post(client.url("/api/chat/context")).json(
+            &json!({"session_id": "ctx", "agent_id": "bench",
+                "new_messages": [{"id": format!("c{}-{}-{n}", client.run, client.id),
+                                  "text": question_text(client.random(n, 6)), "sender": "user",
+                                  "timestamp": "2026-11-21T12:00:00Z"}]}),
+        ),
+        "chat-context" => {
+            let session = format!("bench-ctx-{}", client.id);
+            client.http.post(client.url("/api/chat/context")).json(&json!({
+                "session_id": session, "agent_id": "bench",
+                "new_messages": [{"id": format!("c{n}"), "text": "what did we decide?", "sender": "user",
+                                  "timestamp": "2026-11-21T12:00:00Z"}]}))
+        }
+        "task-events" => {
+            let task = &client.prepared[0];
+            let events: Vec<Value> = (0..10)
+                .map(|i| {
+                    json!({"stage": 1, "sub_task_id": "sub-1", "tool_name": "cli", "status": "COMPLETED",
+                           "step_narrative": format!("step {i} of the batch"),
+                           "input_payload": {"cmd": "docker build ."}, "result_data": {"exit": 0},
+                           "duration_ms": 12})
+                })
+                .collect();
+            client
+                .http
+                .post(client.url(&format!("/api/tasks/{task}/events")))
+                .json(&json!({"events": events}))
+        }
+        "search-keyword" | "search-semantic" | "search-hybrid" => client
+            .http
+            .post(client.url("/api/memories/search"))
+            .json(&json!({"query": client.question(n), "limit": 10,
+                          "mode": scenario.trim_start_matches("search-")})),
+        "chat-search-keyword" | "chat-search-semantic" | "chat-search-hybrid" => client
+            .http
+            .post(client.url("/api/chat/search"))
+            .json(&json!({"query": client.question(n), "limit": 10,
+                          "mode": scenario.trim_start_matches("chat-search-")})),
+        "noisy-search" => {
+            // Two of the corpus words: each is in about a third of the memories.
+            let r = client.random(n, 3) as usize;
+            let query = format!("{} {}", WORDS[r % 8], WORDS[(r / 8) % 8]);
+            client
+                .http
+                .post(client.url("/api/memories/search"))
+                .json(&json!({"query": query, "limit": 10, "mode": "keyword"}))
+        }
+        "noisy-write" => client
+            .http
+            .post(client.url("/api/memories"))
+            .json(&json!({"content": hundred_kilobytes(client.id, n), "description": "flood"})),
+        "noisy-victim" if n.is_multiple_of(2) => client.http.get(client.url("/api/me")),
+        "noisy-victim" => {
+            let key = &client.prepared[0];
+            client.http.get(client.url(&format!("/api/memories/{key}")))
+        }
+        other => return Err(format!("unknown scenario `{other}`")),
+    };
+    let response = request.bearer_auth(client.token_for(n)).send().await;
+    Ok(status_of(response).await)
+}
+
+/// The status of an answer read to its end (0: no answer, or a body cut short).
+pub(crate) async fn status_of(response: Result<reqwest::Response, reqwest::Error>) -> u16 {
+    match response {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            if r.bytes().await.is_ok() { status } else { 0 }
+        }
+        Err(_) => 0,
+    }
+}

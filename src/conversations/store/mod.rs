@@ -1,0 +1,276 @@
+//! SQL of the conversation domain. Every function runs inside the caller's [`crate::db::Scoped`]
+//! transaction, so row-level security limits it to the caller's tenant and user.
+
+mod messages;
+mod sessions;
+mod window;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::batch::Batch;
+use crate::db::Scoped;
+
+pub use messages::{messages, messages_sql};
+pub use sessions::{
+    SummaryState, delete_session, last_messages, session, sessions, sessions_sql, set_summary,
+    summary_state,
+};
+pub use window::{WINDOW_SQL, WindowMessage, WindowRead, window};
+
+/// Expands to `$then!("...")` with the text of [`ARCHIVE_SQL`]. sqlx's macros take a string
+/// literal only, not a constant, so the checked query in [`archive`] and the constant (which the
+/// benchmark's `EXPLAIN` reads) are both made from this one literal. The other statements of this
+/// module that have a public text are written the same way.
+macro_rules! archive_sql {
+    ($then:ident) => {
+        $then!(
+            r#"WITH session AS (
+    INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name)
+    VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2)
+    ON CONFLICT (tenant_id, user_id, session_id)
+    DO UPDATE SET last_activity_at = now(), version = s.version + 1
+    RETURNING s.version, s.message_count, s.summary_message_count
+), incoming AS (
+    SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[],
+                         $8::text[], $14::timestamptz[])
+         WITH ORDINALITY AS m(id, sender, text, sent_at, tool_calls, tool_call_id, edited_at, ord)
+), upserted AS (
+    -- One upsert through the primary key: each message of the batch is looked up by its id,
+    -- however long the session; a stored one is updated only when its content differs and the
+    -- stored state is not newer (`edited_at`). `xmax = 0` marks the rows this statement inserted.
+    INSERT INTO conversation_messages AS c
+        (tenant_id, user_id, session_id, message_id, sender, text, sent_at, tool_calls,
+         tool_call_id, edited_at)
+    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1,
+           m.id, m.sender, m.text, m.sent_at, m.tool_calls, m.tool_call_id, m.edited_at
+    FROM incoming m
+    ORDER BY m.ord
+    ON CONFLICT (tenant_id, user_id, session_id, message_id) DO UPDATE
+    SET sender = EXCLUDED.sender, text = EXCLUDED.text, tool_calls = EXCLUDED.tool_calls,
+        tool_call_id = EXCLUDED.tool_call_id, edited_at = EXCLUDED.edited_at
+    WHERE (c.sender, c.text, c.tool_calls, c.tool_call_id)
+          IS DISTINCT FROM (EXCLUDED.sender, EXCLUDED.text, EXCLUDED.tool_calls, EXCLUDED.tool_call_id)
+      AND (c.edited_at IS NULL OR EXCLUDED.edited_at >= c.edited_at)
+    RETURNING c.message_id, c.seq, c.archived_at, c.sender, c.text, c.sent_at, c.xmax = 0 AS fresh
+), inserted AS (
+    SELECT message_id, seq, archived_at, sender, text FROM upserted WHERE fresh
+), updated AS (
+    SELECT message_id, seq, sent_at FROM upserted WHERE NOT fresh
+), removed AS (
+    DELETE FROM conversation_messages c
+    USING unnest($15::text[], $16::timestamptz[]) AS d(id, edited_at)
+    -- Only when the batch deletes something (see `updated`).
+    WHERE cardinality($15::text[]) > 0
+      AND c.tenant_id = current_setting('mnemo.tenant') AND c.user_id = current_setting('mnemo.user')
+      AND c.session_id = $1 AND c.message_id = d.id
+      AND (c.edited_at IS NULL OR d.edited_at IS NULL OR d.edited_at >= c.edited_at)
+    RETURNING c.message_id, c.seq, c.sent_at
+), queued AS (
+    INSERT INTO embedding_outbox (tenant_id, user_id, kind, session_id, message_id)
+    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 'message', $1, q.id
+    FROM (
+        SELECT i.message_id AS id FROM inserted i WHERE i.sender IN ('user', 'ai') AND i.text <> ''
+        UNION
+        SELECT u.message_id FROM updated u
+        UNION
+        SELECT n.message_id
+        FROM (SELECT sent_at, seq FROM updated UNION ALL SELECT sent_at, seq FROM removed) ch
+        JOIN LATERAL (
+            SELECT p.message_id FROM conversation_messages p
+            WHERE p.tenant_id = current_setting('mnemo.tenant')
+              AND p.user_id = current_setting('mnemo.user') AND p.session_id = $1
+              AND (p.sent_at, p.seq) > (ch.sent_at, ch.seq)
+              AND p.sender IN ('user', 'ai') AND p.text <> ''
+            ORDER BY p.sent_at, p.seq LIMIT 1
+        ) n ON true
+    ) q
+    WHERE $13
+), counts AS (
+    SELECT (SELECT count(*) FROM inserted)::int AS new,
+           (SELECT count(*) FROM updated)::int AS updated,
+           (SELECT count(*) FROM removed)::int AS deleted
+), batch AS (
+    INSERT INTO recent_conversation_history
+        (tenant_id, user_id, id, session_id, start_timestamp, end_timestamp,
+         message_count, new_count, duplicate_count, updated_count, deleted_count)
+    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $9, $1, $10, $11,
+           $12, n.new, $12 - n.new - n.updated - n.deleted, n.updated, n.deleted
+    FROM counts n
+)
+SELECT (SELECT version FROM session) AS "version!",
+       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM inserted), '{}') AS "new_ids!",
+       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM updated), '{}') AS "updated_ids!",
+       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM removed), '{}') AS "deleted_ids!",
+       (SELECT max(archived_at) FROM inserted) AS archived_at,
+       (SELECT message_count FROM session) + (SELECT count(*) FROM inserted)::int
+           AS "message_count!",
+       (SELECT summary_message_count FROM session) AS "summary_covers!""#
+        )
+    };
+}
+
+/// The archive of one batch, in one statement: the session is created on first sight (or its
+/// activity time and version bumped); the messages go in with one multi-row
+/// `INSERT ... ON CONFLICT DO UPDATE` through the primary key, so the cost is the batch's, never
+/// the session's length: a new message is inserted, a stored one sent with other content is
+/// updated in place (keeping its `seq` and time) unless the stored state is newer (see
+/// [`super::model::IncomingMessage::edited_at`]), one sent as stored changes nothing; deletions
+/// delete (their vectors go by cascade); and the batch is recorded in
+/// `recent_conversation_history`. The upsert and the delete test the stored row itself, so a
+/// concurrent archive of the same message is re-checked, not overwritten blindly.
+///
+/// With an embedder, new and updated messages are queued for the indexer (which replaces a
+/// message's vectors, and drops them when it has no text left), and so is the message after each
+/// updated or deleted one: its context vector was made with the old text.
+pub const ARCHIVE_SQL: &str = archive_sql!(concat);
+
+/// What an archive did.
+#[derive(Debug, Clone)]
+pub struct Archived {
+    pub batch_id: Uuid,
+    /// The session's version after this archive.
+    pub version: i64,
+    /// Ids of the messages this batch stored, in session order.
+    pub new_ids: Vec<String>,
+    /// Ids of the stored messages this batch changed.
+    pub updated_ids: Vec<String>,
+    /// Ids of the stored messages this batch deleted.
+    pub deleted_ids: Vec<String>,
+    pub archived_at: DateTime<Utc>,
+    /// Messages of the batch that changed nothing.
+    pub duplicates: i64,
+    /// The session's messages after this archive, and how many of them its running summary
+    /// covers: whether a summary refresh is due, known without another read.
+    pub message_count: i32,
+    pub summary_covers: i32,
+}
+
+impl Archived {
+    pub fn new_count(&self) -> i64 {
+        i64::try_from(self.new_ids.len()).unwrap_or(i64::MAX)
+    }
+
+    pub fn updated_count(&self) -> i64 {
+        i64::try_from(self.updated_ids.len()).unwrap_or(i64::MAX)
+    }
+
+    pub fn deleted_count(&self) -> i64 {
+        i64::try_from(self.deleted_ids.len()).unwrap_or(i64::MAX)
+    }
+}
+
+/// The answer of [`ARCHIVE_SQL`].
+struct ArchiveRow {
+    version: i64,
+    new_ids: Vec<String>,
+    updated_ids: Vec<String>,
+    deleted_ids: Vec<String>,
+    /// `None` when the batch stored no message.
+    archived_at: Option<DateTime<Utc>>,
+    message_count: i32,
+    summary_covers: i32,
+}
+
+/// Archives `batch` into `session_id` (see [`ARCHIVE_SQL`]).
+pub async fn archive(
+    conn: &mut Scoped,
+    session_id: &str,
+    agent: &str,
+    batch: &Batch,
+) -> Result<Archived, sqlx::Error> {
+    let embed = conn.queues_embeddings();
+    let messages = &batch.messages;
+    let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+    let senders: Vec<&str> = messages.iter().map(|m| m.sender).collect();
+    let texts: Vec<&str> = messages.iter().map(|m| m.text.as_str()).collect();
+    let times: Vec<DateTime<Utc>> = messages.iter().map(|m| m.sent_at).collect();
+    let calls: Vec<Option<Value>> = messages.iter().map(|m| m.tool_calls.clone()).collect();
+    let call_ids: Vec<Option<&str>> = messages.iter().map(|m| m.tool_call_id.as_deref()).collect();
+    let edited: Vec<Option<DateTime<Utc>>> = messages.iter().map(|m| m.edited_at).collect();
+    let gone_ids: Vec<&str> = batch.deletions.iter().map(|d| d.id.as_str()).collect();
+    let gone_edited: Vec<Option<DateTime<Utc>>> =
+        batch.deletions.iter().map(|d| d.edited_at).collect();
+    let span = batch.span();
+    let received = i32::try_from(batch.received()).unwrap_or(i32::MAX);
+    let batch_id = Uuid::now_v7();
+    macro_rules! archive {
+        ($sql:literal) => {
+            sqlx::query_as!(
+                ArchiveRow,
+                $sql,
+                session_id,
+                agent,
+                // The macro expects arrays of owned, non-null elements (`&[String]` and the
+                // like); `as` states these arrays' own types, which encode the same.
+                &ids as &[&str],
+                &senders as &[&str],
+                &texts as &[&str],
+                &times,
+                &calls as &[Option<Value>],
+                &call_ids as &[Option<&str>],
+                batch_id,
+                span.map(|s| s.0),
+                span.map(|s| s.1),
+                received,
+                embed,
+                &edited as &[Option<DateTime<Utc>>],
+                &gone_ids as &[&str],
+                &gone_edited as &[Option<DateTime<Utc>>]
+            )
+        };
+    }
+    let ArchiveRow {
+        version,
+        new_ids,
+        updated_ids,
+        deleted_ids,
+        archived_at,
+        message_count,
+        summary_covers,
+    } = archive_sql!(archive).fetch_one(&mut *conn).await?;
+    if !embed {
+        forget_vectors(conn, session_id, &updated_ids).await?;
+    }
+    let changed = new_ids.len() + updated_ids.len() + deleted_ids.len();
+    let duplicates = i64::from(received) - i64::try_from(changed).unwrap_or(0);
+    Ok(Archived {
+        batch_id,
+        version,
+        new_ids,
+        updated_ids,
+        deleted_ids,
+        archived_at: archived_at.unwrap_or_else(Utc::now),
+        duplicates,
+        message_count,
+        summary_covers,
+    })
+}
+
+/// Without an embedder nothing re-embeds an updated message, so vectors a former embedder made
+/// of its old text are deleted here (the backfill of a later embedder then queues it again).
+/// Deleted messages lose theirs by cascade.
+async fn forget_vectors(
+    conn: &mut Scoped,
+    session_id: &str,
+    message_ids: &[String],
+) -> Result<(), sqlx::Error> {
+    if message_ids.is_empty() {
+        return Ok(());
+    }
+    let exists =
+        sqlx::query_scalar!(r#"SELECT to_regclass('message_vectors') IS NOT NULL AS "exists!""#)
+            .fetch_one(&mut *conn)
+            .await?;
+    if exists {
+        sqlx::query!(
+            "DELETE FROM message_vectors WHERE session_id = $1 AND message_id = ANY($2)",
+            session_id,
+            message_ids
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}

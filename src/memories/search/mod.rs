@@ -1,0 +1,295 @@
+//! Search over memory summaries and content chunks: keyword, semantic or both. [`search_memory`] is the agent tool
+//! `search_memory`.
+
+mod sides;
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::model::{NextPage, SearchFilters, SearchHit, SearchRequest, SearchResults};
+use super::placeholder;
+use super::store::check_metadata;
+use crate::db::Scoped;
+use crate::error::{ApiError, ApiResult};
+use crate::search::fusion::candidates;
+use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
+use sides::{Filters, Scored, keyword_candidates, vector_candidates};
+
+/// Highlight markers of snippets.
+const START_SEL: &str = "**";
+const STOP_SEL: &str = "**";
+
+/// Words `ts_headline` highlighted in `snippet`.
+fn highlighted(snippet: &str) -> Vec<&str> {
+    snippet
+        .split(START_SEL)
+        .skip(1)
+        .step_by(2)
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Line number of the first line of `chunk` (starting at `line_start`) holding one of `words`.
+fn first_line_with(chunk: &str, line_start: i64, words: &[&str]) -> Option<i64> {
+    if words.is_empty() {
+        return None;
+    }
+    let lowered: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
+    chunk
+        .split('\n')
+        .position(|line| {
+            let line = line.to_lowercase();
+            lowered.iter().any(|w| line.contains(w.as_str()))
+        })
+        .map(|i| line_start + i as i64)
+}
+
+#[derive(sqlx::FromRow)]
+struct Shown {
+    memory_key: String,
+    summary: String,
+    memory_type: String,
+    agent_id: Option<String>,
+    thread_id: Option<String>,
+    byte_start: Option<i64>,
+    byte_len: Option<i32>,
+    line_start: Option<i64>,
+    line_end: Option<i64>,
+    chunk: Option<String>,
+    snippet: String,
+}
+
+/// The memory written just before and just after each of `ids` in the same agent and thread
+/// (by creation time), for [`lift_by_neighbours`]. Two index probes per memory.
+async fn neighbours(
+    conn: &mut Scoped,
+    ids: &[Uuid],
+) -> ApiResult<HashMap<Uuid, [Option<Uuid>; 2]>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = sqlx::query!(
+        r#"SELECT m.id,
+                (SELECT p.id FROM agent_memories p
+                 WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
+                   AND coalesce(p.agent_id, '') = coalesce(m.agent_id, '')
+                   AND coalesce(p.thread_id, '') = coalesce(m.thread_id, '')
+                   AND (p.created_at, p.id) < (m.created_at, m.id)
+                 ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS "previous?",
+                (SELECT n.id FROM agent_memories n
+                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
+                   AND coalesce(n.agent_id, '') = coalesce(m.agent_id, '')
+                   AND coalesce(n.thread_id, '') = coalesce(m.thread_id, '')
+                   AND (n.created_at, n.id) > (m.created_at, m.id)
+                 ORDER BY n.created_at, n.id LIMIT 1) AS "next?"
+         FROM agent_memories m
+         WHERE m.tenant_id = current_setting('mnemo.tenant')
+           AND m.user_id = current_setting('mnemo.user')
+           AND m.id = ANY($1)"#,
+        ids
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.id, [row.previous, row.next]))
+        .collect())
+}
+
+/// Agent tool `search_memory`: ranked search over the caller's memories, each memory at most
+/// once, at its best chunk. `keyword` ORs the query's words (see [`TextQuery`]) and ranks by
+/// `ts_rank_cd` over summaries and content chunks; `semantic` ranks chunks by cosine similarity
+/// to `vector`; `hybrid` fuses both (see [`crate::search::fusion`]). A content hit names the
+/// chunk's line and byte range and the first line in it holding a matched word.
+pub async fn search_memory(
+    conn: &mut Scoped,
+    request: &SearchRequest,
+    mode: SearchMode,
+    vector: Option<&QueryVector>,
+) -> ApiResult<SearchResults> {
+    let text = TextQuery::parse("query", &request.query)?;
+    let limit = request.limit.unwrap_or(10);
+    if limit == 0 || limit > 100 {
+        return Err(ApiError::invalid("limit", "`limit` must be 1 to 100"));
+    }
+    let default_filters = SearchFilters::default();
+    let f = request.filters.as_ref().unwrap_or(&default_filters);
+    if let Some(metadata) = &f.metadata {
+        check_metadata("filters.metadata", metadata)?;
+    }
+    let filters = Filters {
+        include_inactive: f.include_inactive,
+        agent_id: f.agent_id.clone(),
+        thread_id: f.thread_id.clone(),
+        memory_type: f.memory_type.clone(),
+        created_after: f.created_after,
+        created_before: f.created_before,
+        metadata: f.metadata.clone().map(Value::Object),
+    };
+    // Without a query vector (no embedder, or it failed) only the keyword side runs.
+    let vector = vector.filter(|_| mode.semantic());
+    let degraded = mode.semantic() && vector.is_none();
+    let keyword_side = mode.keyword() || degraded;
+    crate::search::begin_search(conn).await?;
+
+    // Each side's candidates are scored on the other side too, so that fusion compares whole
+    // scores rather than a score against a missing one: the nearest first, then the keyword
+    // ranking with the keyword scores of those, then the similarity of the keyword candidates
+    // the vector side did not bring.
+    let mut near: Vec<Scored> = Vec::new();
+    if let Some(vector) = vector {
+        near = vector_candidates(conn, vector, &filters, None).await?;
+    }
+    let mut keyword: Vec<Scored> = Vec::new();
+    if keyword_side {
+        let also: Vec<Uuid> = near.iter().map(|n| n.memory_id).collect();
+        let also = (!also.is_empty()).then_some(also);
+        keyword = keyword_candidates(conn, &text, &filters, also.as_deref()).await?;
+    }
+    if let Some(vector) = vector.filter(|_| keyword_side) {
+        let missing: Vec<Uuid> = keyword
+            .iter()
+            .map(|k| k.memory_id)
+            .filter(|id| !near.iter().any(|n| n.memory_id == *id))
+            .collect();
+        if !missing.is_empty() {
+            near.extend(vector_candidates(conn, vector, &filters, Some(&missing)).await?);
+        }
+    }
+
+    let pairs = |side: &[Scored]| -> Vec<(Uuid, f32)> {
+        side.iter().map(|s| (s.memory_id, s.score)).collect()
+    };
+    let candidates = candidates(&pairs(&keyword), &pairs(&near));
+    let mut ranked = fuse(
+        candidates,
+        vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
+    );
+    let ids: Vec<Uuid> = ranked.iter().map(|r| r.id).collect();
+    let neighbours = neighbours(conn, &ids).await?;
+    lift_by_neighbours(
+        &mut ranked,
+        &neighbours,
+        crate::search::fusion::NEIGHBOUR_WEIGHT,
+    );
+    let has_more = ranked.len() > limit as usize;
+    ranked.truncate(limit as usize);
+
+    // The chunk a hit shows: the keyword side's best when the words matched, else the closest.
+    let mut ids = Vec::with_capacity(ranked.len());
+    let mut starts = Vec::with_capacity(ranked.len());
+    let mut highlight = Vec::with_capacity(ranked.len());
+    for hit in &ranked {
+        let from_keyword = keyword.iter().find(|k| k.memory_id == hit.id);
+        let from_vector = near.iter().find(|n| n.memory_id == hit.id);
+        ids.push(hit.id);
+        starts.push(from_keyword.or(from_vector).and_then(|s| s.byte_start));
+        highlight.push(from_keyword.is_some());
+    }
+    let options = format!(
+        "StartSel=\"{START_SEL}\", StopSel=\"{STOP_SEL}\", MaxWords=35, MinWords=12, \
+         MaxFragments=2, FragmentDelimiter=\" … \""
+    );
+    let shown = sqlx::query_as!(
+        Shown,
+        r#"WITH q AS (
+             SELECT websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS q
+         )
+         SELECT m.memory_key, m.summary, m.memory_type, m.agent_id, m.thread_id,
+                c.byte_start AS "byte_start?", c.byte_len AS "byte_len?",
+                c.line_start AS "line_start?", c.line_end AS "line_end?", c.content AS "chunk?",
+                CASE WHEN NOT u.highlight
+                          THEN left(coalesce(c.content, m.summary), 300)
+                     WHEN c.content IS NOT NULL
+                          THEN ts_headline('english', mnemo_memory_search_text(c.content), q.q, $5)
+                     ELSE ts_headline('english', mnemo_memory_search_text(m.summary), q.q, $5)
+                END AS "snippet!"
+         FROM unnest($2::uuid[], $3::int8[], $4::bool[]) WITH ORDINALITY
+                  AS u(id, byte_start, highlight, ord)
+         CROSS JOIN q
+         JOIN agent_memories m
+           ON m.tenant_id = current_setting('mnemo.tenant')
+          AND m.user_id = current_setting('mnemo.user') AND m.id = u.id
+         LEFT JOIN agent_memory_chunks c
+           ON c.tenant_id = current_setting('mnemo.tenant')
+          AND c.user_id = current_setting('mnemo.user')
+          AND c.memory_id = u.id AND c.byte_start = u.byte_start
+         ORDER BY u.ord"#,
+        text.any,
+        &ids,
+        // A summary hit has no chunk: NULL elements, which the macro's array check does not admit.
+        &starts as &[Option<i64>],
+        &highlight,
+        options
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+
+    let hits = ranked
+        .iter()
+        .zip(shown)
+        .map(|(rank, r)| {
+            let match_line = match (&r.chunk, r.line_start) {
+                (Some(chunk), Some(line_start)) => {
+                    first_line_with(chunk, line_start, &highlighted(&r.snippet))
+                }
+                _ => None,
+            };
+            let retrieve = match (r.line_start, r.line_end) {
+                (Some(start), Some(end)) => Some(NextPage {
+                    offset: None,
+                    limit: None,
+                    line_start: Some(start as u64),
+                    line_count: Some((end - start + 1) as u64),
+                }),
+                _ => None,
+            };
+            SearchHit {
+                placeholder: placeholder::placeholder(&r.memory_key, &r.summary),
+                memory_key: r.memory_key,
+                summary: r.summary,
+                memory_type: r.memory_type,
+                agent_id: r.agent_id,
+                thread_id: r.thread_id,
+                matched: if r.byte_start.is_some() {
+                    "content".into()
+                } else {
+                    "summary".into()
+                },
+                snippet: r.snippet,
+                score: rank.score,
+                keyword_rank: rank.keyword_rank,
+                vector_rank: rank.vector_rank,
+                similarity: rank.similarity,
+                line_start: r.line_start,
+                line_end: r.line_end,
+                byte_start: r.byte_start,
+                byte_end: r.byte_start.zip(r.byte_len).map(|(s, l)| s + i64::from(l)),
+                match_line,
+                retrieve,
+            }
+        })
+        .collect();
+    Ok(SearchResults {
+        mode: if degraded { SearchMode::Keyword } else { mode },
+        degraded,
+        hits,
+        has_more,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn highlighted_words_and_their_line() {
+        let snippet = "x **ERROR** y … **error** z";
+        assert_eq!(highlighted(snippet), vec!["ERROR", "error"]);
+        let chunk = "tail of line 9\nok\nsomething ERROR here\n";
+        assert_eq!(first_line_with(chunk, 9, &highlighted(snippet)), Some(11));
+        assert_eq!(first_line_with(chunk, 9, &[]), None);
+    }
+}
