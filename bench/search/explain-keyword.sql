@@ -8,7 +8,12 @@ SET LOCAL hnsw.iterative_scan = relaxed_order;
 PREPARE keyword(text, text, bool, text, text, text, timestamptz, timestamptz, jsonb, uuid[], int8) AS
 WITH q AS (
      SELECT pos, pos && websearch_to_tsquery('english', mnemo_memory_search_text($2)) AS q,
-            tsvector_to_array(to_tsvector('english', mnemo_memory_search_text($1))) AS terms
+            tsvector_to_array(to_tsvector('english', mnemo_memory_search_text($1))) AS terms,
+            ARRAY(SELECT DISTINCT l.lexeme
+                  FROM unnest(string_to_array($1, ' or ')) WITH ORDINALITY AS w(word, o),
+                       unnest(tsvector_to_array(
+                           to_tsvector('english', mnemo_memory_search_text(w.word)))) AS l(lexeme)
+                  WHERE w.o > 1 AND w.word ~ '^[[:upper:]]') AS names
      FROM websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS pos
  ), mem AS (
      SELECT id, summary_tsv FROM agent_memories
@@ -43,9 +48,19 @@ WITH q AS (
              SELECT greatest((SELECT count(*) FROM agent_memory_chunks c
          WHERE c.tenant_id = current_setting('mnemo.tenant')
            AND c.user_id = current_setting('mnemo.user')), (SELECT count(*) FROM hits)) AS n
+         ), idf AS (
+             SELECT df.term, df.n, ln(1 + ((SELECT n FROM stats) - df.n + 0.5) / (df.n + 0.5)) AS idf
+             FROM df
+         ), weights AS (
+             SELECT i.term,
+                    CASE WHEN i.term = ANY(q.names)
+                         THEN (i.idf + max(i.idf) FILTER (WHERE i.n > 0) OVER ()) / 2
+                         ELSE i.idf
+                    END AS weight
+             FROM idf i CROSS JOIN q
          ), scored AS (
-             SELECT m.memory_id, m.byte_start, sum(ln(1 + (stats.n - df.n + 0.5) / (df.n + 0.5)))::real AS score
-             FROM matches m JOIN df USING (term) CROSS JOIN stats
+             SELECT m.memory_id, m.byte_start, sum(w.weight)::real AS score
+             FROM matches m JOIN weights w USING (term)
              GROUP BY m.memory_id, m.byte_start
          ), best AS (
              SELECT DISTINCT ON (memory_id) memory_id, byte_start,

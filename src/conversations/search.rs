@@ -12,6 +12,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{
     KEYWORD_SAMPLE, QUERY_CTE, bounded_terms, idf_ranking, sample_terms, term_sample_sql,
+    term_weights,
 };
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
@@ -214,12 +215,13 @@ async fn keyword_candidates(
              FROM terms t
          ), matches AS MATERIALIZED (
              SELECT h.seq, t.term FROM hits h JOIN terms t ON h.tsv @@ t.tq
-         ), scored AS (
-             SELECT m.seq, sum(ln(1 + ($13::float8 - df.n + 0.5) / (df.n + 0.5)))::real AS score
-             FROM matches m JOIN df USING (term)
+         ), {weights}, scored AS (
+             SELECT m.seq, sum(w.weight)::real AS score
+             FROM matches m JOIN weights w USING (term)
              GROUP BY m.seq
          )
-         SELECT seq, score FROM scored ORDER BY score DESC, seq DESC LIMIT $8"
+         SELECT seq, score FROM scored ORDER BY score DESC, seq DESC LIMIT $8",
+        weights = term_weights("$13::float8"),
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)

@@ -66,16 +66,52 @@ impl TextQuery {
 
 /// SQL of the keyword side shared by every search: a CTE `q` holding the tsquery `q` (`any`
 /// ORed, `none` excluded; `$1` and `$2`), `pos` (the positive part alone: without it nothing
-/// matches) and `terms` (the query's lexemes). Both texts go through the memory search view
-/// (slashes read as spaces), which is how every searchable text is indexed.
+/// matches), `terms` (the query's lexemes) and `names` (the lexemes of its names: the words of
+/// `any` after the first that begin with a capital letter, as "Caroline" in "When did Caroline
+/// go to the support group?"; see [`term_weights`]). Both texts go through the memory search
+/// view (slashes read as spaces), which is how every searchable text is indexed.
 pub const QUERY_CTE: &str = "q AS (
      SELECT pos, pos && websearch_to_tsquery('english', mnemo_memory_search_text($2)) AS q,
-            tsvector_to_array(to_tsvector('english', mnemo_memory_search_text($1))) AS terms
+            tsvector_to_array(to_tsvector('english', mnemo_memory_search_text($1))) AS terms,
+            ARRAY(SELECT DISTINCT l.lexeme
+                  FROM unnest(string_to_array($1, ' or ')) WITH ORDINALITY AS w(word, o),
+                       unnest(tsvector_to_array(
+                           to_tsvector('english', mnemo_memory_search_text(w.word)))) AS l(lexeme)
+                  WHERE w.o > 1 AND w.word ~ '^[[:upper:]]') AS names
      FROM websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS pos
  )";
 
+/// CTEs weighing the query's terms, from a CTE `df` (`term`, and `n`: the texts holding it)
+/// and `corpus`, a SQL expression counting the texts searched: `weights` (`term`, `weight`) is
+/// each term's inverse document frequency, `ln(1 + (N - n + 0.5) / (n + 0.5))`, except that a
+/// name of the query (`q.names`) weighs halfway between that and its rarest matched term.
+///
+/// A name is what a question is about, yet a common one weighs almost nothing by its frequency:
+/// in a conversation the speaker's name opens half the turns, so "What did Caroline paint?"
+/// would rank Melanie's painting as high as Caroline's. Halfway, not all the way: a turn holding
+/// only the name must not tie with one holding the rarest word. On the project's retrieval
+/// evaluation (hybrid) this gained 1–2 points of recall@10, 3–4 of recall@5 and 2–3 of MRR, with
+/// and without a haystack of other conversations; keyword-only gained 1–2 points of recall@5
+/// and MRR. Weighing names as much as the rarest word did as well in hybrid and worse
+/// keyword-only; multiplying their weight by 2 or 3 gained nothing.
+pub fn term_weights(corpus: &str) -> String {
+    format!(
+        "idf AS (
+             SELECT df.term, df.n, ln(1 + (({corpus}) - df.n + 0.5) / (df.n + 0.5)) AS idf
+             FROM df
+         ), weights AS (
+             SELECT i.term,
+                    CASE WHEN i.term = ANY(q.names)
+                         THEN (i.idf + max(i.idf) FILTER (WHERE i.n > 0) OVER ()) / 2
+                         ELSE i.idf
+                    END AS weight
+             FROM idf i CROSS JOIN q
+         )"
+    )
+}
+
 /// CTEs ranking the texts of a CTE `hits` (columns `keys`, comma-separated, and `tsv`) by the
-/// sum of the inverse document frequencies of the query terms each holds, into a CTE `scored`
+/// sum of the weights of the query terms each holds ([`term_weights`]), into a CTE `scored`
 /// (`keys`, `score`). `corpus` is a SQL expression counting the texts searched.
 ///
 /// Term frequency counts as presence and there is no length normalisation (BM25 with b = 0):
@@ -98,11 +134,12 @@ pub fn idf_ranking(keys: &str, corpus: &str) -> String {
              SELECT term, count(*) AS n FROM matches GROUP BY term
          ), stats AS (
              SELECT greatest(({corpus}), (SELECT count(*) FROM hits)) AS n
-         ), scored AS (
-             SELECT {m}, sum(ln(1 + (stats.n - df.n + 0.5) / (df.n + 0.5)))::real AS score
-             FROM matches m JOIN df USING (term) CROSS JOIN stats
+         ), {weights}, scored AS (
+             SELECT {m}, sum(w.weight)::real AS score
+             FROM matches m JOIN weights w USING (term)
              GROUP BY {m}
-         )"
+         )",
+        weights = term_weights("SELECT n FROM stats"),
     )
 }
 

@@ -9,6 +9,7 @@ use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::search::query::{
     KEYWORD_SAMPLE, QUERY_CTE, bounded_terms, idf_ranking, sample_terms, term_sample_sql,
+    term_weights,
 };
 use crate::search::{QueryVector, TextQuery};
 
@@ -189,13 +190,13 @@ pub(super) async fn keyword_candidates(
              FROM terms t
          ), matches AS MATERIALIZED (
              SELECT h.memory_id, h.byte_start, t.term FROM hits h JOIN terms t ON h.tsv @@ t.tq
-         ), scored AS (
-             SELECT m.memory_id, m.byte_start,
-                    sum(ln(1 + ($16::float8 - df.n + 0.5) / (df.n + 0.5)))::real AS score
-             FROM matches m JOIN df USING (term)
+         ), {weights}, scored AS (
+             SELECT m.memory_id, m.byte_start, sum(w.weight)::real AS score
+             FROM matches m JOIN weights w USING (term)
              GROUP BY m.memory_id, m.byte_start
          ), {BEST}",
         admitted = admitted("h.memory_id"),
+        weights = term_weights("$16::float8"),
     );
     // Runtime-checked: composed from the ranking and filter SQL the searches share (`BEST`,
     // `FILTERS`, `admitted`); no value is spliced.
