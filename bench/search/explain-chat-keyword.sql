@@ -4,7 +4,7 @@ BEGIN;
 SET LOCAL role mnemo_app;
 SELECT set_config('mnemo.tenant', 'bench', true), set_config('mnemo.user', :'user', true) \g /dev/null
 SET LOCAL hnsw.iterative_scan = relaxed_order;
-PREPARE chat_keyword(text, text, text, text, timestamptz, timestamptz, int4, int8) AS
+PREPARE chat_keyword(text, text, text, text, timestamptz, timestamptz, int4, int8, int8[]) AS
 WITH q AS (
      SELECT pos, pos && websearch_to_tsquery('english', mnemo_memory_search_text($2)) AS q,
             tsvector_to_array(to_tsvector('english', mnemo_memory_search_text($1))) AS terms,
@@ -55,17 +55,21 @@ WITH q AS (
              FROM matches m JOIN weights w USING (term)
              GROUP BY m.seq
          )
-         SELECT seq, score FROM scored ORDER BY score DESC, seq DESC LIMIT $8;
+         SELECT seq, score FROM (
+             (SELECT seq, score FROM scored ORDER BY score DESC, seq DESC LIMIT $8)
+             UNION
+             SELECT seq, score FROM scored WHERE $9::int8[] IS NOT NULL AND seq = ANY($9)
+         ) best ORDER BY score DESC, seq DESC;
 \echo chat keyword search: user :user, question :question
 \echo first execution (a custom plan):
 EXPLAIN (ANALYZE, BUFFERS)
-EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100);
-EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100) \g /dev/null
-EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100) \g /dev/null
-EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100) \g /dev/null
-EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100) \g /dev/null
-EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100) \g /dev/null
+EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100, NULL);
+EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100, NULL) \g /dev/null
+EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100, NULL) \g /dev/null
+EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100, NULL) \g /dev/null
+EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100, NULL) \g /dev/null
+EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100, NULL) \g /dev/null
 \echo seventh execution (the plan a pooled server connection settles on):
 EXPLAIN (ANALYZE, BUFFERS)
-EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100);
+EXECUTE chat_keyword(replace(:'question', ' ', ' or '), '', NULL, NULL, NULL, NULL, NULL, 100, NULL);
 ROLLBACK;

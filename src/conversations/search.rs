@@ -149,10 +149,14 @@ fn bind_filters<'q>(query: ScoredQuery<'q>, f: &'q Filters) -> ScoredQuery<'q> {
 /// from the sample, and their matches are taken from the sample only. So a message holding a rare term is always a candidate, one holding only
 /// common terms is one when it is among the newest; the reads are bounded by the sample and the
 /// rare terms' matches, whatever the length of the history.
+///
+/// `also` (the vector side's candidates) are scored too when they match, however far down the
+/// keyword ranking or far back in the history they are, so that fusion compares whole scores.
 async fn keyword_candidates(
     conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
+    also: Option<&[i64]>,
 ) -> ApiResult<Vec<Scored>> {
     let sample = term_sample_sql(
         "SELECT m.tsv FROM conversation_messages m
@@ -170,7 +174,7 @@ async fn keyword_candidates(
         return Ok(Vec::new());
     }
     let Some(bounded) = bounded_terms(&terms) else {
-        return exact_keyword_candidates(conn, text, filters).await;
+        return exact_keyword_candidates(conn, text, filters, also).await;
     };
     // Not a macro: it begins with the query CTE every search shares.
     let sql = format!(
@@ -188,12 +192,20 @@ async fn keyword_candidates(
              WHERE m.tenant_id = current_setting('mnemo.tenant')
                AND m.user_id = current_setting('mnemo.user')
              ORDER BY m.seq DESC LIMIT $12
+         ), also AS MATERIALIZED (
+             -- The other side's candidates, scored however old.
+             SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at
+             FROM conversation_messages m
+             WHERE m.tenant_id = current_setting('mnemo.tenant')
+               AND m.user_id = current_setting('mnemo.user')
+               AND $14::int8[] IS NOT NULL AND m.seq = ANY($14)
          ), hits AS MATERIALIZED (
              -- The filters on the candidates themselves (each looks its session up by key):
              -- never a scan of the whole history.
              SELECT c.seq, c.tsv
              FROM (SELECT DISTINCT ON (seq) * FROM
-                     (SELECT * FROM rare_hits UNION ALL SELECT * FROM recent) u
+                     (SELECT * FROM rare_hits UNION ALL SELECT * FROM recent
+                      UNION ALL SELECT * FROM also) u
                    ORDER BY seq) c
              CROSS JOIN q
              JOIN LATERAL (
@@ -220,8 +232,9 @@ async fn keyword_candidates(
              FROM matches m JOIN weights w USING (term)
              GROUP BY m.seq
          )
-         SELECT seq, score FROM scored ORDER BY score DESC, seq DESC LIMIT $8",
+         {BEST_AND_ALSO}",
         weights = term_weights("$13::float8"),
+        BEST_AND_ALSO = best_and_also("$14"),
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
@@ -233,6 +246,7 @@ async fn keyword_candidates(
         .bind(bounded.rare_query)
         .bind(KEYWORD_SAMPLE)
         .bind(bounded.corpus)
+        .bind(also)
         .fetch_all(&mut *conn)
         .await?)
 }
@@ -243,6 +257,7 @@ async fn exact_keyword_candidates(
     conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
+    also: Option<&[i64]>,
 ) -> ApiResult<Vec<Scored>> {
     let ranking = idf_ranking(
         "seq",
@@ -256,15 +271,29 @@ async fn exact_keyword_candidates(
              SELECT msg.seq, msg.tsv FROM msg, q
              WHERE numnode(q.pos) > 0 AND msg.tsv @@ q.q
          ), {ranking}
-         SELECT seq, score FROM scored ORDER BY score DESC, seq DESC LIMIT $8"
+         {}",
+        best_and_also("$9"),
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
         .bind(&text.none);
     Ok(bind_filters(query, filters)
         .bind(CANDIDATES)
+        .bind(also)
         .fetch_all(&mut *conn)
         .await?)
+}
+
+/// The end of a keyword statement: the best `$8` of a CTE `scored` (`seq`, `score`), and those
+/// of the sequence numbers in the `int8[]` parameter `also` (may be NULL) that it scored.
+fn best_and_also(also: &str) -> String {
+    format!(
+        "SELECT seq, score FROM (
+             (SELECT seq, score FROM scored ORDER BY score DESC, seq DESC LIMIT $8)
+             UNION
+             SELECT seq, score FROM scored WHERE {also}::int8[] IS NOT NULL AND seq = ANY({also})
+         ) best ORDER BY score DESC, seq DESC"
+    )
 }
 
 /// The messages nearest the query; with `only`, the similarity of just those messages.
@@ -406,23 +435,27 @@ pub async fn search_messages(
     let keyword_side = mode.keyword() || degraded;
     crate::search::begin_search(conn).await?;
 
-    let keyword = if keyword_side {
-        keyword_candidates(conn, &text, &filters).await?
-    } else {
-        Vec::new()
-    };
+    // Each side's candidates are scored on the other side too (as in the memory search): the
+    // nearest first, then the keyword ranking with the keyword scores of those, then the
+    // similarity of the keyword candidates the vector side did not bring.
     let mut near = Vec::new();
     if let Some(vector) = vector {
         near = vector_candidates(conn, vector, &filters, None).await?;
-        if keyword_side {
-            let missing: Vec<i64> = keyword
-                .iter()
-                .map(|k| k.seq)
-                .filter(|seq| !near.iter().any(|n| n.seq == *seq))
-                .collect();
-            if !missing.is_empty() {
-                near.extend(vector_candidates(conn, vector, &filters, Some(&missing)).await?);
-            }
+    }
+    let mut keyword = Vec::new();
+    if keyword_side {
+        let also: Vec<i64> = near.iter().map(|n| n.seq).collect();
+        let also = (!also.is_empty()).then_some(also);
+        keyword = keyword_candidates(conn, &text, &filters, also.as_deref()).await?;
+    }
+    if let Some(vector) = vector.filter(|_| keyword_side) {
+        let missing: Vec<i64> = keyword
+            .iter()
+            .map(|k| k.seq)
+            .filter(|seq| !near.iter().any(|n| n.seq == *seq))
+            .collect();
+        if !missing.is_empty() {
+            near.extend(vector_candidates(conn, vector, &filters, Some(&missing)).await?);
         }
     }
     let pairs =

@@ -602,6 +602,50 @@ async fn chat_search_finds_messages_across_sessions(pool: PgPool) {
     }
 }
 
+/// In a hybrid chat search the nearest messages are scored on the keyword side too, however far
+/// down the keyword ranking they sit, so a message both sides found is fused with both scores.
+#[sqlx::test]
+async fn chat_hybrid_scores_the_nearest_messages_words(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(128)).await;
+    let alice = app.token("acme", "alice");
+    // The oldest of 121 messages holding "weather", the only word of the question that is not
+    // a stopword: the keyword side alone ranks it last of equals, past its 100 candidates.
+    archive(
+        &app,
+        &alice,
+        "first",
+        &[("target", "user", "what it was and what it is: weather")],
+    )
+    .await;
+    for session in ["bulk-a", "bulk-b"] {
+        let texts: Vec<(String, String)> = (0..60)
+            .map(|i| (format!("{session}-{i}"), format!("weather note {i}")))
+            .collect();
+        let messages: Vec<(&str, &str, &str)> = texts
+            .iter()
+            .map(|(id, text)| (id.as_str(), "user", text.as_str()))
+            .collect();
+        archive(&app, &alice, session, &messages).await;
+    }
+    drain(&app).await;
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice).json(&json!({
+            "query": "weather is what it was and what it is",
+            "mode": "hybrid",
+            "limit": 3
+        })),
+        200,
+    )
+    .await;
+    let hit = &found["hits"][0];
+    assert_eq!(hit["message_id"], "target", "{found}");
+    assert_eq!(hit["vector_rank"], 1, "{hit}");
+    assert!(
+        hit["keyword_rank"].as_u64().is_some_and(|r| r > 100),
+        "{hit}"
+    );
+}
+
 /// One recall over every kind, each hit saying how to read more; another user's data never shows.
 #[sqlx::test]
 async fn recall_ranks_every_kind_in_one_list(pool: PgPool) {
