@@ -11,8 +11,8 @@ use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{
-    KEYWORD_SAMPLE, QUERY_CTE, bounded_terms, idf_ranking, sample_terms, term_sample_sql,
-    term_weights,
+    KEYWORD_SAMPLE, QUERY_CTE, bounded_terms, fits_in_sample, idf_ranking, sample_terms,
+    term_sample_sql, term_weights,
 };
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
@@ -158,6 +158,12 @@ async fn keyword_candidates(
     filters: &Filters,
     also: Option<&[i64]>,
 ) -> ApiResult<Vec<Scored>> {
+    const CORPUS: &str = "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
+         WHERE s.tenant_id = current_setting('mnemo.tenant')
+           AND s.user_id = current_setting('mnemo.user')";
+    if fits_in_sample(conn, CORPUS).await? {
+        return exact_keyword_candidates(conn, text, filters, also).await;
+    }
     let sample = term_sample_sql(
         "SELECT m.tsv FROM conversation_messages m
          WHERE m.tenant_id = current_setting('mnemo.tenant')
@@ -165,9 +171,7 @@ async fn keyword_candidates(
          ORDER BY m.seq DESC",
         // Through the full-text index (see `mnemo_message_matches`).
         "SELECT 1 FROM mnemo_message_matches(t.tq, $4)",
-        "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
-         WHERE s.tenant_id = current_setting('mnemo.tenant')
-           AND s.user_id = current_setting('mnemo.user')",
+        CORPUS,
     );
     let terms = sample_terms(conn, &sample, text).await?;
     if terms.is_empty() {

@@ -188,6 +188,17 @@ pub fn term_sample_sql(recent: &str, matching: &str, corpus: &str) -> String {
     )
 }
 
+/// Whether the caller's texts, as many as the statement `corpus` counts, are fewer than
+/// [`KEYWORD_SAMPLE`]: then a search ranks every match exactly, and counting the query's terms
+/// in a sample ([`sample_terms`]) would only cost (it reads every text once per term).
+pub async fn fits_in_sample(conn: &mut Scoped, corpus: &str) -> Result<bool, sqlx::Error> {
+    // Runtime: the count is each search's own statement, shared with `term_sample_sql`.
+    let texts: i64 = sqlx::query_scalar(&format!("SELECT ({corpus})::int8"))
+        .fetch_one(conn)
+        .await?;
+    Ok(texts < KEYWORD_SAMPLE)
+}
+
 /// Runs [`term_sample_sql`]'s statement for `text`.
 pub async fn sample_terms(
     conn: &mut Scoped,

@@ -8,8 +8,8 @@ use uuid::Uuid;
 use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::search::query::{
-    KEYWORD_SAMPLE, QUERY_CTE, bounded_terms, idf_ranking, sample_terms, term_sample_sql,
-    term_weights,
+    KEYWORD_SAMPLE, QUERY_CTE, bounded_terms, fits_in_sample, idf_ranking, sample_terms,
+    term_sample_sql, term_weights,
 };
 use crate::search::{QueryVector, TextQuery};
 
@@ -117,6 +117,12 @@ pub(super) async fn keyword_candidates(
     filters: &Filters,
     also: Option<&[Uuid]>,
 ) -> ApiResult<Vec<Scored>> {
+    const CORPUS: &str = "SELECT count(*) FROM agent_memory_chunks c
+         WHERE c.tenant_id = current_setting('mnemo.tenant')
+           AND c.user_id = current_setting('mnemo.user')";
+    if fits_in_sample(conn, CORPUS).await? {
+        return exact_keyword_candidates(conn, text, filters, also).await;
+    }
     let sample = term_sample_sql(
         "SELECT c.tsv FROM agent_memory_chunks c
          WHERE c.tenant_id = current_setting('mnemo.tenant')
@@ -124,9 +130,7 @@ pub(super) async fn keyword_candidates(
          ORDER BY c.memory_id DESC, c.byte_start DESC",
         // Through the full-text index (see `mnemo_chunk_matches`).
         "SELECT 1 FROM mnemo_chunk_matches(t.tq, $4)",
-        "SELECT count(*) FROM agent_memory_chunks c
-         WHERE c.tenant_id = current_setting('mnemo.tenant')
-           AND c.user_id = current_setting('mnemo.user')",
+        CORPUS,
     );
     let terms = sample_terms(conn, &sample, text).await?;
     if terms.is_empty() {
