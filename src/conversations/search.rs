@@ -334,7 +334,9 @@ async fn vector_candidates(
          ORDER BY {distance}
          LIMIT $8"
     );
+    // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
     let query = sqlx::query_as::<_, Scored>(&sql)
+        .persistent(false)
         .bind(pgvector::Vector::from(vector.values.clone()))
         .bind(&vector.model_id);
     // A message has a vector of its own and one with its context: it keeps the closer.

@@ -292,7 +292,9 @@ pub(super) async fn vector_candidates(
         admitted = admitted("v.memory_id")
     );
     // Runtime: it binds pgvector's `vector` and names the embedder's dimension in its text.
+    // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
     let query = sqlx::query_as::<_, Scored>(&sql)
+        .persistent(false)
         .bind(pgvector::Vector::from(vector.values.clone()))
         .bind(&vector.model_id);
     let mut rows = bind_filters(query, filters)

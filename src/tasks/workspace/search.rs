@@ -430,6 +430,8 @@ async fn nearest(
          ORDER BY {distance}
          LIMIT $9"
     ))
+    // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
+    .persistent(false)
     .bind(pgvector::Vector::from(vector.values.clone()))
     .bind(&vector.model_id)
     .bind(task_id)
