@@ -11,8 +11,7 @@ use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{
-    KEYWORD_SAMPLE, QUERY_CTE, bounded_terms, fits_in_sample, idf_ranking, sample_terms,
-    term_sample_sql, term_weights,
+    Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, choose_ranking, idf_ranking, term_weights,
 };
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
@@ -141,14 +140,14 @@ fn bind_filters<'q>(query: ScoredQuery<'q>, f: &'q Filters) -> ScoredQuery<'q> {
 /// Keyword candidates, best first, by [`idf_ranking`]'s score: the idf sum of the query terms a
 /// message holds.
 ///
-/// The cost stays flat as a history grows. A first statement reads the caller's newest
-/// [`KEYWORD_SAMPLE`] messages (the `(tenant, user, seq)` index, backwards) and counts the
-/// query's terms in them. When that sample is the whole history, every match is ranked exactly
-/// (a second statement over all matches). Otherwise ([`bounded_terms`]) every match of the rare
-/// terms is read, with exact document frequencies; the common terms' frequencies are estimated
-/// from the sample, and their matches are taken from the sample only. So a message holding a rare term is always a candidate, one holding only
-/// common terms is one when it is among the newest; the reads are bounded by the sample and the
-/// rare terms' matches, whatever the length of the history.
+/// The cost stays flat as a history grows ([`choose_ranking`]). A history shorter than
+/// [`KEYWORD_SAMPLE`] messages is ranked exactly, over every match. A longer one: a first
+/// statement reads the caller's newest messages (the `(tenant, user, seq)` index, backwards) and
+/// counts the query's terms in them; then every match of the rare terms is read, with exact
+/// document frequencies, the common terms' frequencies are estimated from the sample, and their
+/// matches are taken from the sample only. So a message holding a rare term is always a
+/// candidate, one holding only common terms is one when it is among the newest; the reads are
+/// bounded by the sample and the rare terms' matches, whatever the length of the history.
 ///
 /// `also` (the vector side's candidates) are scored too when they match, however far down the
 /// keyword ranking or far back in the history they are, so that fusion compares whole scores.
@@ -158,27 +157,21 @@ async fn keyword_candidates(
     filters: &Filters,
     also: Option<&[i64]>,
 ) -> ApiResult<Vec<Scored>> {
-    const CORPUS: &str = "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
-         WHERE s.tenant_id = current_setting('mnemo.tenant')
-           AND s.user_id = current_setting('mnemo.user')";
-    if fits_in_sample(conn, CORPUS).await? {
-        return exact_keyword_candidates(conn, text, filters, also).await;
-    }
-    let sample = term_sample_sql(
-        "SELECT m.tsv FROM conversation_messages m
-         WHERE m.tenant_id = current_setting('mnemo.tenant')
-           AND m.user_id = current_setting('mnemo.user')
-         ORDER BY m.seq DESC",
+    const MESSAGES_CORPUS: Corpus = Corpus {
+        recent: "SELECT m.tsv FROM conversation_messages m
+                 WHERE m.tenant_id = current_setting('mnemo.tenant')
+                   AND m.user_id = current_setting('mnemo.user')
+                 ORDER BY m.seq DESC",
         // Through the full-text index (see `mnemo_message_matches`).
-        "SELECT 1 FROM mnemo_message_matches(t.tq, $4)",
-        CORPUS,
-    );
-    let terms = sample_terms(conn, &sample, text).await?;
-    if terms.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(bounded) = bounded_terms(&terms) else {
-        return exact_keyword_candidates(conn, text, filters, also).await;
+        matching: "SELECT 1 FROM mnemo_message_matches(t.tq, $4)",
+        corpus: "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
+                 WHERE s.tenant_id = current_setting('mnemo.tenant')
+                   AND s.user_id = current_setting('mnemo.user')",
+    };
+    let bounded = match choose_ranking(conn, &MESSAGES_CORPUS, text).await? {
+        Ranking::Exact => return exact_keyword_candidates(conn, text, filters, also).await,
+        Ranking::Nothing => return Ok(Vec::new()),
+        Ranking::Bounded(bounded) => bounded,
     };
     // Not a macro: it begins with the query CTE every search shares.
     let sql = format!(

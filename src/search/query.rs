@@ -170,7 +170,7 @@ pub struct TermSample {
 /// texts, and the matches (up to `$4`) of those that are not common there: `recent` selects the
 /// texts' `tsv` newest first (without the limit), `matching` the caller's texts holding the
 /// tsquery `t.tq`, `corpus` counts the caller's texts.
-pub fn term_sample_sql(recent: &str, matching: &str, corpus: &str) -> String {
+fn term_sample_sql(recent: &str, matching: &str, corpus: &str) -> String {
     format!(
         "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3), counted AS (
              SELECT t.term, quote_literal(t.term)::tsquery AS tq,
@@ -188,10 +188,48 @@ pub fn term_sample_sql(recent: &str, matching: &str, corpus: &str) -> String {
     )
 }
 
+/// The texts a keyword search ranks, as statements over the caller's rows: `recent` selects
+/// their `tsv` newest first (without a limit), `matching` those holding the tsquery `t.tq`
+/// (through the full-text index), `corpus` counts them.
+pub struct Corpus {
+    pub recent: &'static str,
+    pub matching: &'static str,
+    pub corpus: &'static str,
+}
+
+/// How a keyword search ranks.
+pub enum Ranking {
+    /// Every match, exactly: the history is shorter than the sample.
+    Exact,
+    /// A bounded candidate set (see [`bounded_terms`]).
+    Bounded(BoundedTerms),
+    /// Nothing: the query has no terms (only stopwords, or only excluded words).
+    Nothing,
+}
+
+/// Chooses the ranking of a search of `text` over `corpus`: a history shorter than
+/// [`KEYWORD_SAMPLE`] is ranked exactly (one count tells), a longer one over the candidates the
+/// sample bounds.
+pub async fn choose_ranking(
+    conn: &mut Scoped,
+    corpus: &Corpus,
+    text: &TextQuery,
+) -> Result<Ranking, sqlx::Error> {
+    if fits_in_sample(conn, corpus.corpus).await? {
+        return Ok(Ranking::Exact);
+    }
+    let sql = term_sample_sql(corpus.recent, corpus.matching, corpus.corpus);
+    let terms = sample_terms(conn, &sql, text).await?;
+    if terms.is_empty() {
+        return Ok(Ranking::Nothing);
+    }
+    Ok(bounded_terms(&terms).map_or(Ranking::Exact, Ranking::Bounded))
+}
+
 /// Whether the caller's texts, as many as the statement `corpus` counts, are fewer than
 /// [`KEYWORD_SAMPLE`]: then a search ranks every match exactly, and counting the query's terms
 /// in a sample ([`sample_terms`]) would only cost (it reads every text once per term).
-pub async fn fits_in_sample(conn: &mut Scoped, corpus: &str) -> Result<bool, sqlx::Error> {
+async fn fits_in_sample(conn: &mut Scoped, corpus: &str) -> Result<bool, sqlx::Error> {
     // Runtime: the count is each search's own statement, shared with `term_sample_sql`.
     let texts: i64 = sqlx::query_scalar(&format!("SELECT ({corpus})::int8"))
         .fetch_one(conn)
@@ -200,7 +238,7 @@ pub async fn fits_in_sample(conn: &mut Scoped, corpus: &str) -> Result<bool, sql
 }
 
 /// Runs [`term_sample_sql`]'s statement for `text`.
-pub async fn sample_terms(
+async fn sample_terms(
     conn: &mut Scoped,
     sql: &str,
     text: &TextQuery,

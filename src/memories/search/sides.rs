@@ -8,8 +8,7 @@ use uuid::Uuid;
 use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::search::query::{
-    KEYWORD_SAMPLE, QUERY_CTE, bounded_terms, fits_in_sample, idf_ranking, sample_terms,
-    term_sample_sql, term_weights,
+    Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, choose_ranking, idf_ranking, term_weights,
 };
 use crate::search::{QueryVector, TextQuery};
 
@@ -105,39 +104,32 @@ fn bind_filters<'q>(
 /// the best [`CANDIDATES`], and also those of `also` (the other side's candidates) that match.
 ///
 /// The rank is [`idf_ranking`]'s: the idf sum of the query terms a text holds. As for messages,
-/// the cost stays flat as the memories grow: a first statement counts the query's terms in the
-/// chunks of the caller's newest memories ([`KEYWORD_SAMPLE`] chunks). When that is every
-/// chunk, all matches are ranked exactly. Otherwise ([`bounded_terms`]) the candidates are the
-/// texts holding a rare term (exact document frequency) and the matches among
-/// the newest chunks and memory summaries; the common terms' frequencies are estimated from the
-/// sample.
+/// the cost stays flat as the memories grow ([`choose_ranking`]): fewer than
+/// [`KEYWORD_SAMPLE`] chunks are ranked exactly; otherwise the query's terms are counted in the
+/// chunks of the caller's newest memories, and the candidates are the texts holding a rare term
+/// (exact document frequency) and the matches among the newest chunks and memory summaries; the
+/// common terms' frequencies are estimated from the sample.
 pub(super) async fn keyword_candidates(
     conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
     also: Option<&[Uuid]>,
 ) -> ApiResult<Vec<Scored>> {
-    const CORPUS: &str = "SELECT count(*) FROM agent_memory_chunks c
-         WHERE c.tenant_id = current_setting('mnemo.tenant')
-           AND c.user_id = current_setting('mnemo.user')";
-    if fits_in_sample(conn, CORPUS).await? {
-        return exact_keyword_candidates(conn, text, filters, also).await;
-    }
-    let sample = term_sample_sql(
-        "SELECT c.tsv FROM agent_memory_chunks c
-         WHERE c.tenant_id = current_setting('mnemo.tenant')
-           AND c.user_id = current_setting('mnemo.user')
-         ORDER BY c.memory_id DESC, c.byte_start DESC",
+    const CHUNKS_CORPUS: Corpus = Corpus {
+        recent: "SELECT c.tsv FROM agent_memory_chunks c
+                 WHERE c.tenant_id = current_setting('mnemo.tenant')
+                   AND c.user_id = current_setting('mnemo.user')
+                 ORDER BY c.memory_id DESC, c.byte_start DESC",
         // Through the full-text index (see `mnemo_chunk_matches`).
-        "SELECT 1 FROM mnemo_chunk_matches(t.tq, $4)",
-        CORPUS,
-    );
-    let terms = sample_terms(conn, &sample, text).await?;
-    if terms.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(bounded) = bounded_terms(&terms) else {
-        return exact_keyword_candidates(conn, text, filters, also).await;
+        matching: "SELECT 1 FROM mnemo_chunk_matches(t.tq, $4)",
+        corpus: "SELECT count(*) FROM agent_memory_chunks c
+                 WHERE c.tenant_id = current_setting('mnemo.tenant')
+                   AND c.user_id = current_setting('mnemo.user')",
+    };
+    let bounded = match choose_ranking(conn, &CHUNKS_CORPUS, text).await? {
+        Ranking::Exact => return exact_keyword_candidates(conn, text, filters, also).await,
+        Ranking::Nothing => return Ok(Vec::new()),
+        Ranking::Bounded(bounded) => bounded,
     };
     let sql = format!(
         "WITH {QUERY_CTE}, terms AS (
