@@ -1,7 +1,7 @@
 //! Search over archived conversation messages, across the caller's sessions: by words, by
 //! meaning, or both, with the same ranking as every other search.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -307,7 +307,8 @@ async fn vector_candidates(
     // The filters apply to the joined message directly (not through `msg`), so the plan reads
     // the caller's vectors once and looks each message up by its key.
     let sql = format!(
-        "SELECT m.seq, (1 - {distance})::real AS score
+        "WITH near AS (
+         SELECT m.seq, v.session_id, v.message_id, v.with_context, 1 - {distance} AS score
          FROM message_vectors v
          JOIN conversation_messages m
            ON m.tenant_id = v.tenant_id AND m.user_id = v.user_id
@@ -325,22 +326,40 @@ async fn vector_candidates(
            AND ($7::int IS NULL OR m.archived_at >= now() - make_interval(days => $7::int))
            AND ($9::int8[] IS NULL OR m.seq = ANY($9))
          ORDER BY {distance}
-         LIMIT $8"
+         LIMIT $8
+         ), messages AS (
+             SELECT seq, session_id, message_id, count(*) AS n, sum(score) AS total,
+                    bool_or(with_context) AS has_context
+             FROM near GROUP BY seq, session_id, message_id
+         )
+         -- A message's similarity is the mean of its own vector's and its vector with
+         -- context's (see `crate::search::fusion`); the one not among the nearest is looked up
+         -- by its key, and a message with one vector has that one's.
+         SELECT n.seq,
+                (CASE WHEN n.n > 1 THEN n.total / n.n
+                      ELSE coalesce((n.total + (
+                          SELECT 1 - {distance} FROM message_vectors v
+                          WHERE v.tenant_id = current_setting('mnemo.tenant')
+                            AND v.user_id = current_setting('mnemo.user')
+                            AND v.session_id = n.session_id AND v.message_id = n.message_id
+                            AND v.model = $2 AND v.with_context = NOT n.has_context)) / 2,
+                          n.total)
+                 END)::real AS score
+         FROM messages n"
     );
     // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
     let query = sqlx::query_as::<_, Scored>(&sql)
         .persistent(false)
         .bind(pgvector::Vector::from(vector.values.clone()))
         .bind(&vector.model_id);
-    // A message has a vector of its own and one with its context: it keeps the closer.
+    // A message has a vector of its own and one with its context: both may be among the
+    // nearest.
     let mut rows = bind_filters(query, filters)
         .bind(CANDIDATES * 2)
         .bind(only)
         .fetch_all(&mut *conn)
         .await?;
-    rows.sort_by(|a, b| b.score.total_cmp(&a.score));
-    let mut seen = HashSet::new();
-    rows.retain(|r| seen.insert(r.seq));
+    rows.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.seq.cmp(&a.seq)));
     rows.truncate(CANDIDATES as usize);
     Ok(rows)
 }

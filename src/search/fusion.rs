@@ -7,6 +7,11 @@
 //! cosine similarity). A candidate the words did not match scores 0 on the keyword side; a keyword
 //! match not embedded yet counts as the average similarity. The weight was chosen on the
 //! project's retrieval evaluation (`scripts/eval`).
+//!
+//! A text has two vectors, of itself alone and of itself after what precedes it in its stream;
+//! its similarity (computed by each search's vector statement) is the mean of the two, or its one
+//! vector's when nothing precedes it. The closer of the two let a text rank on its context alone:
+//! the mean gained 2 points of recall@10 hybrid on the evaluation.
 
 /// Default weight of the scaled keyword score in a hybrid score; the similarity has the rest.
 pub const KEYWORD_WEIGHT: f32 = 0.3;

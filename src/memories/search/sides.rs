@@ -255,7 +255,8 @@ async fn exact_keyword_candidates(
 }
 
 /// Vector candidates: the memories whose chunks are nearest the query, each once at its
-/// closest chunk, closest first. With `only` set, the similarity of just those memories.
+/// closest chunk, closest first; a chunk's similarity is the mean of its two vectors' (alone
+/// and with its context). With `only` set, the similarity of just those memories.
 pub(super) async fn vector_candidates(
     conn: &mut Scoped,
     vector: &QueryVector,
@@ -269,7 +270,7 @@ pub(super) async fn vector_candidates(
     let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
     let sql = format!(
         "WITH near AS (
-             SELECT v.memory_id, v.byte_start, 1 - {distance} AS score
+             SELECT v.memory_id, v.byte_start, v.with_context, 1 - {distance} AS score
              FROM memory_vectors v
              WHERE v.tenant_id = current_setting('mnemo.tenant')
                AND v.user_id = current_setting('mnemo.user')
@@ -278,8 +279,29 @@ pub(super) async fn vector_candidates(
                AND ($10::uuid[] IS NULL OR v.memory_id = ANY($10))
              ORDER BY {distance}
              LIMIT $11
+         ), chunks AS (
+             SELECT memory_id, byte_start, count(*) AS n, sum(score) AS total,
+                    bool_or(with_context) AS has_context
+             FROM near GROUP BY memory_id, byte_start
+             ORDER BY max(score) DESC LIMIT $12
+         ), both_vectors AS (
+             -- A chunk's similarity is the mean of its own vector's and its vector with
+             -- context's (see `crate::search::fusion`); the one not among the nearest is
+             -- looked up by its key, and a chunk with one vector has that one's.
+             SELECT c.memory_id, c.byte_start,
+                    CASE WHEN c.n > 1 THEN c.total / c.n
+                         ELSE coalesce((c.total + (
+                             SELECT 1 - {distance} FROM memory_vectors v
+                             WHERE v.tenant_id = current_setting('mnemo.tenant')
+                               AND v.user_id = current_setting('mnemo.user')
+                               AND v.memory_id = c.memory_id AND v.byte_start = c.byte_start
+                               AND v.model = $2 AND v.with_context = NOT c.has_context)) / 2,
+                             c.total)
+                    END AS score
+             FROM chunks c
          )
-         SELECT DISTINCT ON (memory_id) memory_id, byte_start, score::real AS score FROM near
+         SELECT DISTINCT ON (memory_id) memory_id, byte_start, score::real AS score
+         FROM both_vectors
          ORDER BY memory_id, score DESC",
         admitted = admitted("v.memory_id")
     );
@@ -291,8 +313,9 @@ pub(super) async fn vector_candidates(
         .bind(&vector.model_id);
     let mut rows = bind_filters(query, filters)
         .bind(only)
-        // Several chunks of one memory may be among the nearest.
+        // Several chunks of one memory, and both vectors of a chunk, may be among the nearest.
         .bind(CANDIDATES * 3)
+        .bind(CANDIDATES * 2)
         .fetch_all(&mut *conn)
         .await?;
     rows.sort_by(|a, b| b.score.total_cmp(&a.score));

@@ -400,8 +400,9 @@ async fn keyword_scores(
     Ok(rows.into_iter().map(Scored::pair).collect())
 }
 
-/// The items closest in meaning to `vector`, closest first, each once (at the closer of its
-/// vectors with and without context); with `only`, the similarity of just those items.
+/// The items closest in meaning to `vector`, closest first, each once (scored by the mean of its
+/// vectors' similarities, alone and with context); with `only`, the similarity of just those
+/// items.
 async fn nearest(
     tx: &mut Scoped,
     task_id: Option<Uuid>,
@@ -416,8 +417,9 @@ async fn nearest(
     // Runtime-checked: it binds pgvector's `vector`, which the macros do not know, and names the
     // dimension in its text.
     let rows: Vec<Scored> = sqlx::query_as(&format!(
-        "SELECT v.task_id, v.source, v.seq, v.part_index, v.char_offset,
-                (1 - {distance})::real AS score
+        "WITH near AS (
+         SELECT v.task_id, v.source, v.seq, v.part_index, v.char_offset, v.with_context,
+                1 - {distance} AS score
          FROM task_vectors v
          WHERE v.tenant_id = current_setting('mnemo.tenant')
            AND v.user_id = current_setting('mnemo.user')
@@ -428,7 +430,29 @@ async fn nearest(
                        SELECT * FROM unnest($4::uuid[], $5::text[], $6::int8[], $7::int4[],
                                             $8::int4[])))
          ORDER BY {distance}
-         LIMIT $9"
+         LIMIT $9
+         ), items AS (
+             SELECT task_id, source, seq, part_index, char_offset, count(*) AS n,
+                    sum(score) AS total, bool_or(with_context) AS has_context
+             FROM near GROUP BY task_id, source, seq, part_index, char_offset
+         )
+         -- An item's similarity is the mean of its own vector's and its vector with context's
+         -- (see `crate::search::fusion`); the one not among the nearest is looked up by its
+         -- key, and an item with one vector has that one's.
+         SELECT i.task_id, i.source, i.seq, i.part_index, i.char_offset,
+                (CASE WHEN i.n > 1 THEN i.total / i.n
+                      ELSE coalesce((i.total + (
+                          SELECT 1 - {distance} FROM task_vectors v
+                          WHERE v.tenant_id = current_setting('mnemo.tenant')
+                            AND v.user_id = current_setting('mnemo.user')
+                            AND v.task_id = i.task_id AND v.source = i.source
+                            AND v.seq = i.seq AND v.part_index = i.part_index
+                            AND v.char_offset = i.char_offset AND v.model = $2
+                            AND v.with_context = NOT i.has_context)) / 2,
+                          i.total)
+                 END)::real AS score
+         FROM items i
+         ORDER BY score DESC"
     ))
     // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
     .persistent(false)
@@ -444,13 +468,7 @@ async fn nearest(
     .bind(CANDIDATES * 2)
     .fetch_all(&mut *tx)
     .await?;
-    let mut out: Vec<(Item, f32)> = Vec::with_capacity(rows.len());
-    for (item, score) in rows.into_iter().map(Scored::pair) {
-        // Closest first: an item seen already has its better score.
-        if !out.iter().any(|o| o.0 == item) {
-            out.push((item, score));
-        }
-    }
+    let mut out: Vec<(Item, f32)> = rows.into_iter().map(Scored::pair).collect();
     out.truncate(CANDIDATES as usize);
     Ok(out)
 }
