@@ -193,8 +193,8 @@ pub(super) async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, 
         .filter(|c| c.memory_id.is_some())
         .map(|c| c.user_id.as_str())
         .collect();
-    // Each text alone, and (when something precedes it) with its context: a search keeps the
-    // closer of the two.
+    // Each text alone, and (when something precedes it) with its context: a search scores a
+    // text by the mean of the two (see `crate::search::fusion`).
     let mut inputs: Vec<(usize, bool)> = Vec::with_capacity(texts.len() * 2);
     let mut contents: Vec<String> = Vec::with_capacity(texts.len() * 2);
     for (i, t) in texts.iter().enumerate() {
