@@ -258,6 +258,26 @@ impl LlmClient {
         })
     }
 
+    /// One completion of a system and a user message, without tools: its trimmed text, or why
+    /// there is none (an error, or an answer without text).
+    pub async fn complete_text(&self, system: String, user: String) -> Result<String, String> {
+        let reply = self
+            .complete(
+                &[
+                    ChatMessage::text("system", system),
+                    ChatMessage::text("user", user),
+                ],
+                &[],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        reply
+            .content
+            .map(|text| text.trim().to_owned())
+            .filter(|text| !text.is_empty())
+            .ok_or_else(|| "the model answered without text".to_owned())
+    }
+
     /// A streaming completion (`stream: true`, server-sent events): text deltas as they come, then
     /// [`StreamEvent::Done`] with the assembled reply.
     pub async fn stream(

@@ -12,7 +12,7 @@ use super::store::{self, TaskRow};
 use crate::access::Caller;
 use crate::db::Scoped;
 use crate::error::ApiResult;
-use crate::llm::{ChatMessage, LlmClient};
+use crate::llm::LlmClient;
 use crate::state::AppState;
 
 /// What the digest of a task was built from, and the digest.
@@ -135,7 +135,7 @@ pub async fn refresh(state: &AppState, caller: &Caller, task_id: Uuid) -> ApiRes
                 row.running_summary.as_deref(),
                 loaded.since(row.summary_message_count),
             );
-            match complete(llm, system, user).await {
+            match llm.complete_text(system, user).await {
                 Ok(text) => text,
                 Err(err) => {
                     tracing::warn!(%task_id, error = %err, "model summary failed; using the digest");
@@ -168,24 +168,5 @@ pub async fn ask_model(
         loaded.since(covered),
         query,
     );
-    complete(llm, system, user).await
-}
-
-/// One completion; its text, or why there is none.
-async fn complete(llm: &LlmClient, system: String, user: String) -> Result<String, String> {
-    let reply = llm
-        .complete(
-            &[
-                ChatMessage::text("system", system),
-                ChatMessage::text("user", user),
-            ],
-            &[],
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    reply
-        .content
-        .map(|text| text.trim().to_owned())
-        .filter(|text| !text.is_empty())
-        .ok_or_else(|| "the model answered without text".to_owned())
+    llm.complete_text(system, user).await
 }

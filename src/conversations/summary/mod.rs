@@ -13,7 +13,6 @@ use std::sync::{LazyLock, Mutex};
 use super::store::{self, Archived};
 use crate::access::Caller;
 use crate::error::ApiResult;
-use crate::llm::{ChatMessage, LlmClient};
 use crate::state::AppState;
 
 pub use digest::digest;
@@ -170,7 +169,7 @@ pub async fn refresh(state: &AppState, caller: &Caller, session_id: &str) -> Api
                 .min(MAX_MODEL_MESSAGES);
             let start = lines.len().saturating_sub(new);
             let (system, user) = prompt(current.summary.as_deref(), &lines[start..]);
-            match complete(llm, system, user).await {
+            match llm.complete_text(system, user).await {
                 Ok(text) => text,
                 Err(err) => {
                     tracing::warn!(session_id, error = %err, "model summary failed; using the digest");
@@ -185,25 +184,6 @@ pub async fn refresh(state: &AppState, caller: &Caller, session_id: &str) -> Api
     let stored = store::set_summary(&mut tx, session_id, &summary, current.message_count).await?;
     tx.commit().await?;
     Ok(stored)
-}
-
-/// One completion; its text, or why there is none.
-async fn complete(llm: &LlmClient, system: String, user: String) -> Result<String, String> {
-    let reply = llm
-        .complete(
-            &[
-                ChatMessage::text("system", system),
-                ChatMessage::text("user", user),
-            ],
-            &[],
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    reply
-        .content
-        .map(|text| text.trim().to_owned())
-        .filter(|text| !text.is_empty())
-        .ok_or_else(|| "the model answered without text".to_owned())
 }
 
 #[cfg(test)]
