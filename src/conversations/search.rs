@@ -11,7 +11,8 @@ use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
 use crate::search::query::{
-    Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, choose_ranking, idf_ranking, term_weights,
+    Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
+    matches_cte, scored_cte,
 };
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
 
@@ -175,10 +176,7 @@ async fn keyword_candidates(
     };
     // Not a macro: it begins with the query CTE every search shares.
     let sql = format!(
-        "WITH {QUERY_CTE}, terms AS (
-             SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
-             FROM unnest($9::text[], $10::float8[]) AS t(term, estimate)
-         ), rare_hits AS MATERIALIZED (
+        "WITH {QUERY_CTE}, {terms}, rare_hits AS MATERIALIZED (
              -- Every match of the rare terms, found through the full-text index.
              SELECT r.seq, r.tsv, r.session_id, r.sent_at, r.archived_at
              FROM mnemo_message_matches($11::tsquery, NULL) r
@@ -222,16 +220,12 @@ async fn keyword_candidates(
                     coalesce(t.estimate, (SELECT count(*) FROM rare_hits r WHERE r.tsv @@ t.tq))
                         AS n
              FROM terms t
-         ), matches AS MATERIALIZED (
-             SELECT h.seq, t.term FROM hits h JOIN terms t ON h.tsv @@ t.tq
-         ), {weights}, scored AS (
-             SELECT m.seq, sum(w.weight)::real AS score
-             FROM matches m JOIN weights w USING (term)
-             GROUP BY m.seq
-         )
-         {BEST_AND_ALSO}",
-        weights = term_weights("$13::float8"),
-        BEST_AND_ALSO = best_and_also("$14"),
+         ), {matches}, {scored}
+         {best}",
+        terms = bounded_terms_cte("$9", "$10"),
+        matches = matches_cte("seq"),
+        scored = scored_cte("seq", "$13::float8"),
+        best = best_and_also("$14"),
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)

@@ -119,28 +119,64 @@ pub fn term_weights(corpus: &str) -> String {
 /// the turns that carry facts are the longer ones. Document frequencies come from the matching
 /// texts themselves: a text holding a query term matches the OR query.
 pub fn idf_ranking(keys: &str, corpus: &str) -> String {
-    let h: Vec<String> = keys.split(',').map(|k| format!("h.{}", k.trim())).collect();
-    let m: Vec<String> = keys.split(',').map(|k| format!("m.{}", k.trim())).collect();
-    let (h, m) = (h.join(", "), m.join(", "));
     format!(
         "terms AS (
              -- Lexemes as tsquery literals; one with a backslash cannot be quoted, and is skipped.
              SELECT t.term, quote_literal(t.term)::tsquery AS tq
              FROM q, unnest(q.terms) AS t(term)
              WHERE position(E'\\\\' in t.term) = 0
-         ), matches AS MATERIALIZED (
-             SELECT {h}, t.term FROM hits h JOIN terms t ON h.tsv @@ t.tq
-         ), df AS (
+         ), {matches}, df AS (
              SELECT term, count(*) AS n FROM matches GROUP BY term
          ), stats AS (
              SELECT greatest(({corpus}), (SELECT count(*) FROM hits)) AS n
-         ), {weights}, scored AS (
+         ), {scored}",
+        matches = matches_cte(keys),
+        scored = scored_cte(keys, "SELECT n FROM stats"),
+    )
+}
+
+/// The CTE `terms` of a bounded ranking: the query's terms and their estimated document
+/// frequencies, from the parameters `names` (`text[]`) and `estimates` (`float8[]`, NULL for a
+/// rare term) that [`BoundedTerms`] binds.
+pub fn bounded_terms_cte(names: &str, estimates: &str) -> String {
+    format!(
+        "terms AS (
+             SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
+             FROM unnest({names}::text[], {estimates}::float8[]) AS t(term, estimate)
+         )"
+    )
+}
+
+/// The CTE `matches` (`keys`, `term`): each text of a CTE `hits` with each query term it holds.
+pub fn matches_cte(keys: &str) -> String {
+    let h = prefixed(keys, "h");
+    format!(
+        "matches AS MATERIALIZED (
+             SELECT {h}, t.term FROM hits h JOIN terms t ON h.tsv @@ t.tq
+         )"
+    )
+}
+
+/// The CTEs weighing the terms ([`term_weights`], from a CTE `df`) and `scored` (`keys`,
+/// `score`): each text of `matches` scored by the sum of its terms' weights.
+pub fn scored_cte(keys: &str, corpus: &str) -> String {
+    let m = prefixed(keys, "m");
+    format!(
+        "{weights}, scored AS (
              SELECT {m}, sum(w.weight)::real AS score
              FROM matches m JOIN weights w USING (term)
              GROUP BY {m}
          )",
-        weights = term_weights("SELECT n FROM stats"),
+        weights = term_weights(corpus),
     )
+}
+
+/// `keys` (comma-separated column names) qualified by `alias`.
+fn prefixed(keys: &str, alias: &str) -> String {
+    keys.split(',')
+        .map(|k| format!("{alias}.{}", k.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Texts (messages, memory chunks) of the caller's newest a keyword search reads as its sample of

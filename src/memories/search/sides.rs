@@ -8,7 +8,8 @@ use uuid::Uuid;
 use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::search::query::{
-    Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, choose_ranking, idf_ranking, term_weights,
+    Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
+    matches_cte, scored_cte,
 };
 use crate::search::{QueryVector, TextQuery};
 
@@ -132,10 +133,7 @@ pub(super) async fn keyword_candidates(
         Ranking::Bounded(bounded) => bounded,
     };
     let sql = format!(
-        "WITH {QUERY_CTE}, terms AS (
-             SELECT t.term, quote_literal(t.term)::tsquery AS tq, t.estimate
-             FROM unnest($12::text[], $13::float8[]) AS t(term, estimate)
-         ), rare_chunks AS MATERIALIZED (
+        "WITH {QUERY_CTE}, {terms}, rare_chunks AS MATERIALIZED (
              -- Every match of the rare terms, found through the full-text indexes.
              SELECT r.memory_id, r.byte_start, r.tsv
              FROM mnemo_chunk_matches($14::tsquery, NULL) r
@@ -184,15 +182,11 @@ pub(super) async fn keyword_candidates(
                              + (SELECT count(*) FROM rare_summaries r WHERE r.summary_tsv @@ t.tq))
                         AS n
              FROM terms t
-         ), matches AS MATERIALIZED (
-             SELECT h.memory_id, h.byte_start, t.term FROM hits h JOIN terms t ON h.tsv @@ t.tq
-         ), {weights}, scored AS (
-             SELECT m.memory_id, m.byte_start, sum(w.weight)::real AS score
-             FROM matches m JOIN weights w USING (term)
-             GROUP BY m.memory_id, m.byte_start
-         ), {BEST}",
+         ), {matches}, {scored}, {BEST}",
+        terms = bounded_terms_cte("$12", "$13"),
         admitted = admitted("h.memory_id"),
-        weights = term_weights("$16::float8"),
+        matches = matches_cte("memory_id, byte_start"),
+        scored = scored_cte("memory_id, byte_start", "$16::float8"),
     );
     // Runtime-checked: composed from the ranking and filter SQL the searches share (`BEST`,
     // `FILTERS`, `admitted`); no value is spliced.
