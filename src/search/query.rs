@@ -203,10 +203,10 @@ pub struct TermSample {
 }
 
 /// The statement counting the query's terms (`$1`, `$2` as in [`QUERY_CTE`]) in the newest `$3`
-/// texts, and the matches (up to `$4`) of those that are not common there: `recent` selects the
-/// texts' `tsv` newest first (without the limit), `matching` the caller's texts holding the
-/// tsquery `t.tq`, `corpus` counts the caller's texts.
-fn term_sample_sql(recent: &str, matching: &str, corpus: &str) -> String {
+/// texts, and the matches (up to `$4`) of those that are not common there, of the `$5` texts the
+/// caller has: `recent` selects the texts' `tsv` newest first (without the limit), `matching`
+/// the caller's texts holding the tsquery `t.tq`.
+fn term_sample_sql(recent: &str, matching: &str) -> String {
     format!(
         "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3), counted AS (
              SELECT t.term, quote_literal(t.term)::tsquery AS tq,
@@ -216,7 +216,7 @@ fn term_sample_sql(recent: &str, matching: &str, corpus: &str) -> String {
              FROM q, unnest(q.terms) AS t(term)
              WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0
          )
-         SELECT t.term, t.in_sample, t.sample, ({corpus})::int8 AS corpus,
+         SELECT t.term, t.in_sample, t.sample, $5::int8 AS corpus,
                 CASE WHEN t.in_sample::float8 < {COMMON_SHARE} * t.sample THEN
                     (SELECT count(*) FROM ({matching} LIMIT $4) x)
                 END AS capped
@@ -251,33 +251,34 @@ pub async fn choose_ranking(
     corpus: &Corpus,
     text: &TextQuery,
 ) -> Result<Ranking, sqlx::Error> {
-    if fits_in_sample(conn, corpus.corpus).await? {
+    let texts = count_texts(conn, corpus.corpus).await?;
+    if texts < KEYWORD_SAMPLE {
         return Ok(Ranking::Exact);
     }
-    let sql = term_sample_sql(corpus.recent, corpus.matching, corpus.corpus);
-    let terms = sample_terms(conn, &sql, text).await?;
+    let sql = term_sample_sql(corpus.recent, corpus.matching);
+    let terms = sample_terms(conn, &sql, text, texts).await?;
     if terms.is_empty() {
         return Ok(Ranking::Nothing);
     }
     Ok(bounded_terms(&terms).map_or(Ranking::Exact, Ranking::Bounded))
 }
 
-/// Whether the caller's texts, as many as the statement `corpus` counts, are fewer than
-/// [`KEYWORD_SAMPLE`]: then a search ranks every match exactly, and counting the query's terms
-/// in a sample ([`sample_terms`]) would only cost (it reads every text once per term).
-async fn fits_in_sample(conn: &mut Scoped, corpus: &str) -> Result<bool, sqlx::Error> {
-    // Runtime: the count is each search's own statement, shared with `term_sample_sql`.
-    let texts: i64 = sqlx::query_scalar(&format!("SELECT ({corpus})::int8"))
+/// The caller's texts, as the statement `corpus` counts them. Fewer than [`KEYWORD_SAMPLE`], a
+/// search ranks every match exactly, and counting the query's terms in a sample
+/// ([`sample_terms`]) would only cost (it reads every text once per term).
+async fn count_texts(conn: &mut Scoped, corpus: &str) -> Result<i64, sqlx::Error> {
+    // Runtime: the count is each search's own statement.
+    sqlx::query_scalar(&format!("SELECT ({corpus})::int8"))
         .fetch_one(conn)
-        .await?;
-    Ok(texts < KEYWORD_SAMPLE)
+        .await
 }
 
-/// Runs [`term_sample_sql`]'s statement for `text`.
+/// Runs [`term_sample_sql`]'s statement for `text` over the caller's `texts`.
 async fn sample_terms(
     conn: &mut Scoped,
     sql: &str,
     text: &TextQuery,
+    texts: i64,
 ) -> Result<Vec<TermSample>, sqlx::Error> {
     // Runtime: the text is each search's own (see `term_sample_sql`), not a literal here.
     sqlx::query_as::<_, TermSample>(sql)
@@ -285,6 +286,7 @@ async fn sample_terms(
         .bind(&text.none)
         .bind(KEYWORD_SAMPLE)
         .bind(RARE_CAP)
+        .bind(texts)
         .fetch_all(conn)
         .await
 }
