@@ -120,10 +120,7 @@ impl<'a> Update<'a> {
             ));
         }
         if body.message.is_none() && body.status.is_none() && body.query.is_none() {
-            return Err(ApiError::invalid(
-                "",
-                "give at least one of `message`, `status` and `query`",
-            ));
+            return Err(nothing_to_do());
         }
         Ok(Update {
             message: body
@@ -153,6 +150,11 @@ impl<'a> Update<'a> {
             Scope::Read
         }
     }
+}
+
+/// 422 for an update that gives none of `message`, `status` and `query`.
+fn nothing_to_do() -> ApiError {
+    ApiError::invalid("", "give at least one of `message`, `status` and `query`")
 }
 
 /// Applies the status, then appends the message, so that a question asked with them sees both.
@@ -220,10 +222,8 @@ pub async fn update(
             Ok(update_result(&row, message_seq, Some(answer)))
         }
         (None, Some((row, _))) => Ok(update_result(&row, message_seq, None)),
-        (None, None) => Err(ApiError::invalid(
-            "",
-            "give at least one of `message`, `status` and `query`",
-        )),
+        // `Update::parse` refuses an update with none of the three.
+        (None, None) => Err(nothing_to_do()),
     }
 }
 
