@@ -166,6 +166,20 @@ def documents(conv):
     return docs
 
 
+def later_documents(conv, convs, count):
+    """`count` turns stored after `conv`'s own (and its distractors): the other conversations'
+    turns, speakers renamed to `conv`'s, cycled as often as needed under fresh keys. A history
+    longer than the server's keyword sample, in which the answers are the oldest turns."""
+    others = distractor_documents(conv, convs)
+    if not others:
+        return []
+    docs = []
+    for i in range(count):
+        key, content, meta = others[i % len(others)]
+        docs.append((f"h{i // len(others)}:{key}", content, dict(meta, later=True)))
+    return docs
+
+
 def distractor_documents(conv, convs):
     """The other conversations' turns with their two speakers renamed to `conv`'s, in dialogue
     order: same-speaker small talk on other topics, for a haystack six times larger."""
@@ -444,7 +458,13 @@ def main(argv=None):
     ap.add_argument("--distractors", action="store_true",
                     help="hard mode: each conversation's user also stores every other "
                     "conversation's turns, speakers renamed to its own (a haystack 6x larger)")
+    ap.add_argument("--history", type=int, default=0, metavar="N",
+                    help="long-history mode: each conversation's user then stores N more turns "
+                    "(the other conversations', renamed, cycled), so that the answers are old "
+                    "and the history exceeds what a keyword search ranks exactly")
     args = ap.parse_args(argv)
+    if args.history < 0:
+        ap.error("--history must be 0 or more")
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
@@ -460,6 +480,7 @@ def main(argv=None):
     n_questions = sum(len(c["questions"]) for c in convs)
     docs_by_conv = {
         c["id"]: documents(c) + (distractor_documents(c, convs) if args.distractors else [])
+        + later_documents(c, convs, args.history)
         for c in convs
     }
     n_turns = sum(len(d) for d in docs_by_conv.values())
@@ -530,7 +551,8 @@ def main(argv=None):
         timing["run_id"] = run_id
 
     print(f"mnemo retrieval eval: {len(convs)} conversations, {n_turns} stored turns"
-          + (" (with distractors)" if args.distractors else "") + ", "
+          + (" (with distractors)" if args.distractors else "")
+          + (f" (and {args.history} later turns each)" if args.history else "") + ", "
           f"{n_questions} questions" + ("" if args.bm25_only else f", server {args.url}"))
     print_report(results, ks, categories, timing, notes)
 
