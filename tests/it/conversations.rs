@@ -87,6 +87,93 @@ async fn archive_stores_each_message_once_and_counts_duplicates(pool: PgPool) {
     assert_eq!(page["items"][0]["timestamp"], "2026-11-21T10:01:00Z");
 }
 
+/// A user's archives to other sessions of the busy session's lane wait for it too and are written
+/// together, each into its own session; a session of another lane, and another user's archive to
+/// a session of the same name, are written at once.
+#[sqlx::test]
+async fn a_users_archives_to_sessions_of_one_lane_commit_together(pool: PgPool) {
+    use mnemo::conversations::appends::{LANES, lane};
+    let app = TestApp::new(pool.clone()).await;
+    let (alice, bob) = (app.token("t1", "alice"), app.token("t1", "bob"));
+    let busy = "s1";
+    let same: Vec<String> = (2..200)
+        .map(|i| format!("s{i}"))
+        .filter(|s| lane(s) == lane(busy))
+        .take(2)
+        .collect();
+    let other = (2..200)
+        .map(|i| format!("s{i}"))
+        .find(|s| lane(s) != lane(busy))
+        .unwrap();
+    assert!(LANES > 1 && same.len() == 2);
+    for (token, session) in [(&alice, busy), (&bob, busy)] {
+        let first = batch(session, vec![msg("m0", "first", "user", 0)]);
+        expect(app.post(ARCHIVE, token).json(&first), 200).await;
+    }
+
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query(
+        "SELECT 1 FROM agent_sessions WHERE user_id = 'alice' AND session_id = 's1' FOR UPDATE",
+    )
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    let post = |token: &str, session: &str, id: &str| {
+        let body = batch(session, vec![msg(id, &format!("text of {id}"), "user", 1)]);
+        let request = app.post(ARCHIVE, token).json(&body);
+        tokio::spawn(async move { expect(request, 200).await })
+    };
+    let blocked = post(&alice, busy, "a1");
+    let waits_on_lock = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    for _ in 0..200 {
+        if count(&pool, waits_on_lock).await > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(count(&pool, waits_on_lock).await, 1);
+    let queued: Vec<_> = same.iter().map(|s| post(&alice, s, "q1")).collect();
+    // Written while the lane waits: another lane of the same user, and another user.
+    let answer = post(&alice, &other, "o1").await.unwrap();
+    assert_eq!(answer["new"].as_i64(), Some(1), "{answer}");
+    let answer = post(&bob, busy, "b1").await.unwrap();
+    assert_eq!(answer["new"].as_i64(), Some(1), "{answer}");
+    for _ in 0..200 {
+        if app.state.session_appends.waiting() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.state.session_appends.waiting(), 2);
+    holder.commit().await.unwrap();
+
+    assert_eq!(blocked.await.unwrap()["new"].as_i64(), Some(1));
+    for answer in queued {
+        let answer = answer.await.unwrap();
+        assert_eq!(answer["new"].as_i64(), Some(1), "{answer}");
+    }
+    // Each queued message is in its own session, and the two were written in one transaction.
+    for session in &same {
+        let page = expect(
+            app.get(&format!("/api/chat/sessions/{session}/messages"), &alice),
+            200,
+        )
+        .await;
+        assert_eq!(page["items"][0]["id"], "q1", "{page}");
+        assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    }
+    let sql = format!(
+        "SELECT count(DISTINCT xmin::text) FROM conversation_messages \
+         WHERE user_id = 'alice' AND session_id IN ('{}', '{}')",
+        same[0], same[1]
+    );
+    assert_eq!(count(&pool, &sql).await, 1);
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM conversation_messages").await,
+        7
+    );
+}
+
 /// Archives to one session that arrive while another is being written wait for it and are then
 /// written in one transaction (their rows share one `xmin`), each answered with its own counts;
 /// the window and the history hold every message once.
