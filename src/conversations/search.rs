@@ -14,7 +14,7 @@ use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
     matches_cte, scored_cte,
 };
-use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
+use crate::search::{QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours};
 
 /// Body of `POST /api/chat/search`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -152,11 +152,14 @@ fn bind_filters<'q>(query: ScoredQuery<'q>, f: &'q Filters) -> ScoredQuery<'q> {
 ///
 /// `also` (the vector side's candidates) are scored too when they match, however far down the
 /// keyword ranking or far back in the history they are, so that fusion compares whole scores.
+/// With `follow` above 0, the message after each of the best gains that share of its score (see
+/// [`best_and_also`]).
 async fn keyword_candidates(
     conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
     also: Option<&[i64]>,
+    follow: f32,
 ) -> ApiResult<Vec<Scored>> {
     const MESSAGES_CORPUS: Corpus = Corpus {
         recent: "SELECT m.tsv FROM conversation_messages m
@@ -170,7 +173,9 @@ async fn keyword_candidates(
                    AND s.user_id = current_setting('mnemo.user')",
     };
     let bounded = match choose_ranking(conn, &MESSAGES_CORPUS, text).await? {
-        Ranking::Exact => return exact_keyword_candidates(conn, text, filters, also).await,
+        Ranking::Exact => {
+            return exact_keyword_candidates(conn, text, filters, also, follow).await;
+        }
         Ranking::Nothing => return Ok(Vec::new()),
         Ranking::Bounded(bounded) => bounded,
     };
@@ -220,12 +225,11 @@ async fn keyword_candidates(
                     coalesce(t.estimate, (SELECT count(*) FROM rare_hits r WHERE r.tsv @@ t.tq))
                         AS n
              FROM terms t
-         ), {matches}, {scored}
-         {best}",
+         ), {matches}, {scored}, {best}",
         terms = bounded_terms_cte("$9", "$10"),
         matches = matches_cte("seq"),
         scored = scored_cte("seq", "$13::float8"),
-        best = best_and_also("$14"),
+        best = best_and_also("$14", "$15"),
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
@@ -238,6 +242,7 @@ async fn keyword_candidates(
         .bind(KEYWORD_SAMPLE)
         .bind(bounded.corpus)
         .bind(also)
+        .bind(follow)
         .fetch_all(&mut *conn)
         .await?)
 }
@@ -249,6 +254,7 @@ async fn exact_keyword_candidates(
     text: &TextQuery,
     filters: &Filters,
     also: Option<&[i64]>,
+    follow: f32,
 ) -> ApiResult<Vec<Scored>> {
     let ranking = idf_ranking(
         "seq",
@@ -261,9 +267,8 @@ async fn exact_keyword_candidates(
         "WITH {QUERY_CTE}, {MESSAGES}, hits AS MATERIALIZED (
              SELECT msg.seq, msg.tsv FROM msg, q
              WHERE numnode(q.pos) > 0 AND msg.tsv @@ q.q
-         ), {ranking}
-         {}",
-        best_and_also("$9"),
+         ), {ranking}, {}",
+        best_and_also("$9", "$10"),
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
@@ -271,18 +276,49 @@ async fn exact_keyword_candidates(
     Ok(bind_filters(query, filters)
         .bind(CANDIDATES)
         .bind(also)
+        .bind(follow)
         .fetch_all(&mut *conn)
         .await?)
 }
 
 /// The end of a keyword statement: the best `$8` of a CTE `scored` (`seq`, `score`), and those
-/// of the sequence numbers in the `int8[]` parameter `also` (may be NULL) that it scored.
-fn best_and_also(also: &str) -> String {
+/// of the sequence numbers in the `int8[]` parameter `also` (may be NULL) that it scored. With the
+/// follow weight `follow` (a `real` parameter, see [`crate::search::fusion::FOLLOW_WEIGHT`])
+/// above 0, the user or AI message just after each of the best `$8` in its session gains that
+/// share of its score, and is a candidate even when its own words did not match, if the time and
+/// retention filters admit it (it shares its session, and so the session and agent filters,
+/// with the message before it).
+fn best_and_also(also: &str, follow: &str) -> String {
     format!(
-        "SELECT seq, score FROM (
-             (SELECT seq, score FROM scored ORDER BY score DESC, seq DESC LIMIT $8)
+        "leaders AS (
+             SELECT seq, score FROM scored
+             WHERE {follow}::real > 0
+             ORDER BY score DESC, seq DESC LIMIT $8
+         ), followers AS (
+             -- The next message of each leading one (`conversation_messages_by_time`).
+             SELECT f.seq, {follow}::real * l.score AS gain
+             FROM leaders l
+             JOIN conversation_messages m
+               ON m.tenant_id = current_setting('mnemo.tenant')
+              AND m.user_id = current_setting('mnemo.user') AND m.seq = l.seq
+             CROSS JOIN LATERAL (
+                 SELECT n.seq, n.sent_at, n.archived_at FROM conversation_messages n
+                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
+                   AND n.session_id = m.session_id AND n.sender IN ('user', 'ai')
+                   AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
+                 ORDER BY n.sent_at, n.seq LIMIT 1
+             ) f
+             WHERE ($5::timestamptz IS NULL OR f.sent_at >= $5)
+               AND ($6::timestamptz IS NULL OR f.sent_at < $6)
+               AND ($7::int IS NULL OR f.archived_at >= now() - make_interval(days => $7::int))
+         ), ranked AS (
+             SELECT seq, (coalesce(s.score, 0) + coalesce(f.gain, 0))::real AS score
+             FROM scored s FULL JOIN followers f USING (seq)
+         )
+         SELECT seq, score FROM (
+             (SELECT seq, score FROM ranked ORDER BY score DESC, seq DESC LIMIT $8)
              UNION
-             SELECT seq, score FROM scored WHERE {also}::int8[] IS NOT NULL AND seq = ANY({also})
+             SELECT seq, score FROM ranked WHERE {also}::int8[] IS NOT NULL AND seq = ANY({also})
          ) best ORDER BY score DESC, seq DESC"
     )
 }
@@ -458,7 +494,8 @@ pub async fn search_messages(
     if keyword_side {
         let also: Vec<i64> = near.iter().map(|n| n.seq).collect();
         let also = (!also.is_empty()).then_some(also);
-        keyword = keyword_candidates(conn, &text, &filters, also.as_deref()).await?;
+        let follow = follow_weight(vector.is_none(), &text);
+        keyword = keyword_candidates(conn, &text, &filters, also.as_deref(), follow).await?;
     }
     if let Some(vector) = vector.filter(|_| keyword_side) {
         let missing: Vec<i64> = keyword

@@ -19,6 +19,30 @@ pub const KEYWORD_WEIGHT: f32 = 0.3;
 /// Share of its best neighbour's score that a hit gains (see [`lift_by_neighbours`]).
 pub const NEIGHBOUR_WEIGHT: f32 = 0.2;
 
+/// Share of a keyword hit's score that the text just after it in its stream gains, in a search
+/// by words alone (see [`follow_weight`]).
+///
+/// A question is usually answered by the turn after the one that shares its words ("Who looked
+/// after the dog while you were away?" is answered by "My neighbour Mrs. Okafor."): so in a
+/// keyword search, the text written just after each of the best keyword hits in its stream (the
+/// next memory of the same agent and thread; the next user or AI message of the session) gains
+/// this share of that hit's score, and becomes a candidate when its own words did not match. On
+/// the project's retrieval evaluation this gained 3 points of keyword-only recall@10 (0.740 →
+/// 0.772) and 5 with distractors (0.587 → 0.636); in a hybrid search the context vectors already
+/// carry what precedes a text, and it gained nothing there, so hybrid searches leave it out.
+pub const FOLLOW_WEIGHT: f32 = 0.2;
+
+/// The follow weight of a search of `text`: [`FOLLOW_WEIGHT`] when only words rank it (`keyword`
+/// mode, or a semantic search without its query vector) and the query is plain words (a phrase
+/// or an excluded word asks for exact matches only), else 0.
+pub fn follow_weight(words_only: bool, text: &crate::search::TextQuery) -> f32 {
+    if words_only && text.is_plain() {
+        FOLLOW_WEIGHT
+    } else {
+        0.0
+    }
+}
+
 /// One object found by either side of a search.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate<T> {

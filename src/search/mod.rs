@@ -13,14 +13,15 @@ use crate::AppState;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
-pub use fusion::{Candidate, Fused, fuse, lift_by_neighbours};
+pub use fusion::{Candidate, Fused, follow_weight, fuse, lift_by_neighbours};
 pub use query::TextQuery;
 
 /// How a search ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
-    /// Words: the OR of the query's terms, ranked by PostgreSQL full-text rank.
+    /// Words: the OR of the query's terms, ranked by how rare the terms a text holds are; the
+    /// text just after a match in its stream (the reply to a question) ranks too.
     Keyword,
     /// Meaning: nearest stored embeddings to the query's embedding (needs an embedder).
     Semantic,

@@ -64,6 +64,14 @@ impl TextQuery {
     }
 }
 
+impl TextQuery {
+    /// Whether the query is plain words: no `"quoted phrase"` and no `-excluded` word. A query
+    /// with those asks for exact matches, and gets only texts that match it.
+    pub fn is_plain(&self) -> bool {
+        self.none.is_empty() && !self.any.contains('"')
+    }
+}
+
 /// SQL of the keyword side shared by every search: a CTE `q` holding the tsquery `q` (`any`
 /// ORed, `none` excluded; `$1` and `$2`), `pos` (the positive part alone: without it nothing
 /// matches), `terms` (the query's lexemes) and `names` (the lexemes of its names: the words of

@@ -105,7 +105,7 @@ async fn questions_find_their_turn_first(pool: PgPool) {
     )
     .await;
     assert_eq!(keys(&found)[0], "t2", "{found}");
-    // Phrases and exclusions keep their meaning.
+    // Phrases and exclusions keep their meaning (and such a query finds no turn after a match).
     let found = expect(
         app.post(SEARCH, &token)
             .json(&json!({"query": "\"support group\" OR camping -mountains"})),
@@ -369,6 +369,118 @@ async fn a_reply_is_lifted_by_the_turn_before_it(pool: PgPool) {
             .unwrap()
     };
     assert!(score("a") > score("other"), "{found}");
+}
+
+/// A search by words also finds the memory written just after a match in the same agent and
+/// thread, though it holds none of the question's words: the answer to the turn that asked. Not
+/// one in another thread, not one the filters leave out, and not in a hybrid search.
+#[sqlx::test]
+async fn a_keyword_search_finds_the_turn_after_a_match(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("acme", "alice");
+    for (key, thread, kind, content) in [
+        (
+            "asked",
+            "chat",
+            "turn",
+            "Tom: Who looked after the dog while you were away?",
+        ),
+        (
+            "elsewhere",
+            "other",
+            "turn",
+            "Maya: The ferry was late again.",
+        ),
+        (
+            "answer",
+            "chat",
+            "reply",
+            "Maya: My neighbour Mrs. Okafor, she spoiled her.",
+        ),
+        ("later", "chat", "turn", "Tom: Lisbon sounds lovely."),
+        ("unrelated", "chat", "note", "Maya: Groceries on Friday."),
+    ] {
+        expect(
+            app.put(&format!("/api/memories/{key}"), &token)
+                .json(&json!({"content": content, "thread_id": thread, "memory_type": kind})),
+            201,
+        )
+        .await;
+    }
+    let search = |body: Value| app.post(SEARCH, &token).json(&body);
+    let found = expect(
+        search(json!({"query": "Who looked after the dog?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found), ["asked", "answer"], "{found}");
+    let hits = found["hits"].as_array().unwrap();
+    let score = |i: usize| hits[i]["score"].as_f64().unwrap();
+    assert!(score(1) > 0.0 && score(1) < score(0), "{found}");
+
+    // The one after the match is left out by a filter: nothing takes its place.
+    let found = expect(
+        search(
+            json!({"query": "Who looked after the dog?", "mode": "keyword",
+                      "filters": {"memory_type": "turn"}}),
+        ),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found), ["asked"], "{found}");
+}
+
+/// The message after a matching one in its session is found too, within the time filters.
+#[sqlx::test]
+async fn a_keyword_chat_search_finds_the_message_after_a_match(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let alice = app.token("acme", "alice");
+    archive(
+        &app,
+        &alice,
+        "trip",
+        &[
+            (
+                "asked",
+                "user",
+                "Who looked after the dog while you were away?",
+            ),
+            ("answer", "ai", "My neighbour Mrs. Okafor, she spoiled her."),
+            ("later", "user", "Lisbon sounds lovely."),
+        ],
+    )
+    .await;
+    archive(
+        &app,
+        &alice,
+        "other",
+        &[("elsewhere", "user", "The ferry was late again.")],
+    )
+    .await;
+    let search = |body: Value| app.post(CHAT_SEARCH, &alice).json(&body);
+    let ids = |found: &Value| -> Vec<String> {
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["message_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let found = expect(
+        search(json!({"query": "Who looked after the dog?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(ids(&found), ["asked", "answer"], "{found}");
+    let found = expect(
+        search(
+            json!({"query": "Who looked after the dog?", "mode": "keyword",
+                      "before": found["hits"][1]["timestamp"]}),
+        ),
+        200,
+    )
+    .await;
+    assert_eq!(ids(&found), ["asked"], "{found}");
 }
 
 /// The nearest vectors may belong to someone else; they never surface.

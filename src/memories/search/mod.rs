@@ -14,7 +14,7 @@ use super::store::check_metadata;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::candidates;
-use crate::search::{QueryVector, SearchMode, TextQuery, fuse, lift_by_neighbours};
+use crate::search::{QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours};
 use sides::{Filters, Scored, keyword_candidates, vector_candidates};
 
 /// Highlight markers of snippets.
@@ -146,7 +146,8 @@ pub async fn search_memory(
     if keyword_side {
         let also: Vec<Uuid> = near.iter().map(|n| n.memory_id).collect();
         let also = (!also.is_empty()).then_some(also);
-        keyword = keyword_candidates(conn, &text, &filters, also.as_deref()).await?;
+        let follow = follow_weight(vector.is_none(), &text);
+        keyword = keyword_candidates(conn, &text, &filters, also.as_deref(), follow).await?;
     }
     if let Some(vector) = vector.filter(|_| keyword_side) {
         let missing: Vec<Uuid> = keyword

@@ -57,22 +57,54 @@ fn admitted(id: &str) -> String {
 
 /// The end of both keyword statements, over a CTE `scored` (`memory_id`, `byte_start`, `score`):
 /// a memory once, scored by its best hit and shown at its best content chunk when the content
-/// matched (a chunk has a line range to read), else at its summary; the best `$11`, and also
-/// those of the memories `$10` that matched (the other side's candidates, scored on this side in
-/// the same statement).
-const BEST: &str = "best AS (
+/// matched (a chunk has a line range to read), else at its summary. With the follow weight
+/// `follow` (a `real` parameter, see [`crate::search::fusion::FOLLOW_WEIGHT`]) above 0, the memory
+/// written just after each of the best `$11` (the leaders) in the same agent and thread gains that share of its
+/// score, and is a candidate (shown at its summary) even when its own words did not match, if the
+/// filters admit it. The best `$11`, and also those of the memories `$10` that matched (the other
+/// side's candidates, scored on this side in the same statement).
+fn best(follow: &str) -> String {
+    format!(
+        "best AS (
              SELECT DISTINCT ON (memory_id) memory_id, byte_start,
                     max(score) OVER (PARTITION BY memory_id) AS score
              FROM scored
              ORDER BY memory_id, byte_start IS NULL, score DESC, byte_start
+         ), leaders AS (
+             SELECT memory_id, score FROM best
+             WHERE {follow}::real > 0
+             ORDER BY score DESC, memory_id DESC LIMIT $11
+         ), followers AS (
+             -- The next memory of each leading one (`agent_memories_sequence`, one probe).
+             SELECT f.id AS memory_id, {follow}::real * l.score AS gain
+             FROM leaders l
+             JOIN agent_memories m
+               ON m.tenant_id = current_setting('mnemo.tenant')
+              AND m.user_id = current_setting('mnemo.user') AND m.id = l.memory_id
+             CROSS JOIN LATERAL (
+                 SELECT n.id FROM agent_memories n
+                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
+                   AND coalesce(n.agent_id, '') = coalesce(m.agent_id, '')
+                   AND coalesce(n.thread_id, '') = coalesce(m.thread_id, '')
+                   AND (n.created_at, n.id) > (m.created_at, m.id)
+                 ORDER BY n.created_at, n.id LIMIT 1
+             ) f
+             WHERE {admitted}
          ), ranked AS (
+             SELECT memory_id, b.byte_start,
+                    (coalesce(b.score, 0) + coalesce(f.gain, 0))::real AS score
+             FROM best b FULL JOIN followers f USING (memory_id)
+         ), placed AS (
              SELECT memory_id, byte_start, score,
                     row_number() OVER (ORDER BY score DESC, memory_id DESC) AS place
-             FROM best
+             FROM ranked
          )
-         SELECT memory_id, byte_start, score FROM ranked
-         WHERE place <= $11 OR memory_id = ANY(coalesce($10::uuid[], '{}'))
-         ORDER BY place";
+         SELECT memory_id, byte_start, score FROM placed
+         WHERE place <= $11 OR memory_id = ANY(coalesce($10::uuid[], '{{}}'))
+         ORDER BY place",
+        admitted = admitted("f.id"),
+    )
+}
 
 /// Most candidates each side contributes before fusion.
 const CANDIDATES: i64 = 100;
@@ -103,6 +135,8 @@ fn bind_filters<'q>(
 
 /// Keyword candidates: each matching memory once, at its best chunk or its summary, best first:
 /// the best [`CANDIDATES`], and also those of `also` (the other side's candidates) that match.
+/// With `follow` above 0, the memory after each of the best gains that share of its score (see
+/// `best`).
 ///
 /// The rank is [`idf_ranking`]'s: the idf sum of the query terms a text holds. As for messages,
 /// the cost stays flat as the memories grow ([`choose_ranking`]): fewer than
@@ -115,6 +149,7 @@ pub(super) async fn keyword_candidates(
     text: &TextQuery,
     filters: &Filters,
     also: Option<&[Uuid]>,
+    follow: f32,
 ) -> ApiResult<Vec<Scored>> {
     const CHUNKS_CORPUS: Corpus = Corpus {
         recent: "SELECT c.tsv FROM agent_memory_chunks c
@@ -128,7 +163,9 @@ pub(super) async fn keyword_candidates(
                    AND c.user_id = current_setting('mnemo.user')",
     };
     let bounded = match choose_ranking(conn, &CHUNKS_CORPUS, text).await? {
-        Ranking::Exact => return exact_keyword_candidates(conn, text, filters, also).await,
+        Ranking::Exact => {
+            return exact_keyword_candidates(conn, text, filters, also, follow).await;
+        }
         Ranking::Nothing => return Ok(Vec::new()),
         Ranking::Bounded(bounded) => bounded,
     };
@@ -182,13 +219,14 @@ pub(super) async fn keyword_candidates(
                              + (SELECT count(*) FROM rare_summaries r WHERE r.summary_tsv @@ t.tq))
                         AS n
              FROM terms t
-         ), {matches}, {scored}, {BEST}",
+         ), {matches}, {scored}, {best}",
         terms = bounded_terms_cte("$12", "$13"),
+        best = best("$17"),
         admitted = admitted("h.memory_id"),
         matches = matches_cte("memory_id, byte_start"),
         scored = scored_cte("memory_id, byte_start", "$16::float8"),
     );
-    // Runtime-checked: composed from the ranking and filter SQL the searches share (`BEST`,
+    // Runtime-checked: composed from the ranking and filter SQL the searches share (`best`,
     // `FILTERS`, `admitted`); no value is spliced.
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
@@ -201,6 +239,7 @@ pub(super) async fn keyword_candidates(
         .bind(bounded.rare_query)
         .bind(KEYWORD_SAMPLE)
         .bind(bounded.corpus)
+        .bind(follow)
         .fetch_all(&mut *conn)
         .await?;
     Ok(rows)
@@ -213,6 +252,7 @@ async fn exact_keyword_candidates(
     text: &TextQuery,
     filters: &Filters,
     also: Option<&[Uuid]>,
+    follow: f32,
 ) -> ApiResult<Vec<Scored>> {
     let ranking = idf_ranking(
         "memory_id, byte_start",
@@ -232,10 +272,11 @@ async fn exact_keyword_candidates(
              SELECT mem.id, NULL, mem.summary_tsv
              FROM mem, q
              WHERE numnode(q.pos) > 0 AND mem.summary_tsv @@ q.q
-         ), {ranking}, {BEST}",
-        memories()
+         ), {ranking}, {best}",
+        memories(),
+        best = best("$12"),
     );
-    // Runtime-checked: composed from the ranking and filter SQL the searches share (`BEST`,
+    // Runtime-checked: composed from the ranking and filter SQL the searches share (`best`,
     // `FILTERS`, `admitted`); no value is spliced.
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
@@ -243,6 +284,7 @@ async fn exact_keyword_candidates(
     let rows = bind_filters(query, filters)
         .bind(also)
         .bind(CANDIDATES)
+        .bind(follow)
         .fetch_all(&mut *conn)
         .await?;
     Ok(rows)
