@@ -170,14 +170,15 @@ async fn a_partial_reply_sent_again_complete_is_updated_in_place(pool: PgPool) {
         );
     }
 
-    // Search finds a word that only the full text has.
+    // Search finds a word that only the full text has (the message after it follows).
     let found = expect(
         app.post("/api/chat/search", &token)
             .json(&json!({"query": "tram"})),
         200,
     )
     .await;
-    assert_eq!(hit_ids(&found), ["a1"], "{found}");
+    assert_eq!(hit_ids(&found), ["a1", "u2"], "{found}");
+    assert!(found["hits"][0]["snippet"].as_str().unwrap().contains("**tram**"));
 }
 
 /// An update sent with a turn's new messages shows in place in that turn's context.
