@@ -481,7 +481,7 @@ pub async fn search_messages(
     let vector = vector.filter(|_| mode.semantic());
     let degraded = mode.semantic() && vector.is_none();
     let keyword_side = mode.keyword() || degraded;
-    crate::search::begin_search(conn).await?;
+    crate::search::begin_search(conn, vector.is_none()).await?;
 
     // Each side's candidates are scored on the other side too (as in the memory search): the
     // nearest first, then the keyword ranking with the keyword scores of those, then the

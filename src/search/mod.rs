@@ -79,16 +79,25 @@ pub struct QueryVector {
 }
 
 /// Settings every search sets at its start, for its transaction only: pgvector's iterative index
-/// scans (so row-level security and filters never shorten a nearest-neighbour list).
+/// scans (so row-level security and filters never shorten a nearest-neighbour list), and, for a
+/// search by words alone (`words_only`), generic plans.
 ///
 /// The vector statements run unnamed (`persistent(false)`), so PostgreSQL plans each for its
 /// parameters: with their optional filters (`$n IS NULL OR …`) a generic plan guesses one row and
 /// picks nested loops that walk every row of the caller, measured at 7× slower. The keyword
 /// statements are prepared once per connection and may settle on a generic plan: planning one
-/// for its parameters took 2–3 ms a time, as long as running it (`bench/search/`).
-pub async fn begin_search(conn: &mut Scoped) -> Result<(), sqlx::Error> {
+/// for its parameters took 2–3 ms a time, as long as running it (`bench/search/`). Over a small
+/// history PostgreSQL kept planning them for their parameters (a custom plan looks cheaper there),
+/// 0.6–0.8 ms of each statement's bind, four statements in a `/api/chat/context` recall; so a
+/// words-only search, which runs no vector statement, sets `plan_cache_mode` to
+/// `force_generic_plan` for the rest of its transaction (a search with vectors sets it back to
+/// `auto`). At scale PostgreSQL chose the generic plans by itself, and the two measured the same.
+pub async fn begin_search(conn: &mut Scoped, words_only: bool) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan"
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
+                set_config('plan_cache_mode',
+                           CASE WHEN $1 THEN 'force_generic_plan' ELSE 'auto' END, true) AS plans",
+        words_only
     )
     .fetch_one(conn)
     .await?;

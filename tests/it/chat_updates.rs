@@ -178,7 +178,12 @@ async fn a_partial_reply_sent_again_complete_is_updated_in_place(pool: PgPool) {
     )
     .await;
     assert_eq!(hit_ids(&found), ["a1", "u2"], "{found}");
-    assert!(found["hits"][0]["snippet"].as_str().unwrap().contains("**tram**"));
+    assert!(
+        found["hits"][0]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("**tram**")
+    );
 }
 
 /// An update sent with a turn's new messages shows in place in that turn's context.

@@ -132,7 +132,7 @@ pub async fn search_memory(
     let vector = vector.filter(|_| mode.semantic());
     let degraded = mode.semantic() && vector.is_none();
     let keyword_side = mode.keyword() || degraded;
-    crate::search::begin_search(conn).await?;
+    crate::search::begin_search(conn, vector.is_none()).await?;
 
     // Each side's candidates are scored on the other side too, so that fusion compares whole
     // scores rather than a score against a missing one: the nearest first, then the keyword

@@ -206,7 +206,7 @@ pub async fn search(
     let text = TextQuery::parse("query", query)?;
     let vector = vector.filter(|_| mode.semantic());
     let degraded = mode.semantic() && vector.is_none();
-    crate::search::begin_search(tx).await?;
+    crate::search::begin_search(tx, vector.is_none()).await?;
     let Some(vector) = vector else {
         let (hits, more) = by_words(tx, task_id, &text, offset, limit).await?;
         return Ok(Found {
