@@ -107,7 +107,9 @@ pub fn term_weights(corpus: &str) -> String {
         "idf AS (
              SELECT df.term, df.n, ln(1 + (({corpus}) - df.n + 0.5) / (df.n + 0.5)) AS idf
              FROM df
-         ), weights AS (
+         ), weights AS MATERIALIZED (
+             -- A few rows, computed once: inlined, PostgreSQL may compute them again for every
+             -- match it joins them to (measured 340 ms instead of 60 over 7,500 matches).
              SELECT i.term,
                     CASE WHEN i.term = ANY(q.names)
                          THEN (i.idf + max(i.idf) FILTER (WHERE i.n > 0) OVER ()) / 2
@@ -135,7 +137,7 @@ pub fn idf_ranking(keys: &str, corpus: &str) -> String {
              WHERE position(E'\\\\' in t.term) = 0
          ), {matches}, df AS (
              SELECT term, count(*) AS n FROM matches GROUP BY term
-         ), stats AS (
+         ), stats AS MATERIALIZED (
              SELECT greatest(({corpus}), (SELECT count(*) FROM hits)) AS n
          ), {scored}",
         matches = matches_cte(keys),
