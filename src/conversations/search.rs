@@ -9,12 +9,15 @@ use utoipa::ToSchema;
 
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
+use crate::search::fusion::NEIGHBOUR_WEIGHT;
 use crate::search::fusion::candidates;
 use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
     matches_cte, scored_cte,
 };
-use crate::search::{QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours};
+use crate::search::{
+    QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
+};
 
 /// Body of `POST /api/chat/search`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -514,13 +517,10 @@ pub async fn search_messages(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
     );
-    let seqs: Vec<i64> = ranked.iter().map(|r| r.id).collect();
+    let lifted = liftable(&ranked, limit as usize, NEIGHBOUR_WEIGHT);
+    let seqs: Vec<i64> = ranked[..lifted].iter().map(|r| r.id).collect();
     let neighbours = neighbours(conn, &seqs).await?;
-    lift_by_neighbours(
-        &mut ranked,
-        &neighbours,
-        crate::search::fusion::NEIGHBOUR_WEIGHT,
-    );
+    lift_by_neighbours(&mut ranked, &neighbours, NEIGHBOUR_WEIGHT);
     let has_more = ranked.len() > limit as usize;
     ranked.truncate(limit as usize);
 

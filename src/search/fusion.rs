@@ -151,6 +151,20 @@ pub fn lift_by_neighbours<T: Clone + Eq + std::hash::Hash>(
     fused.sort_by(|a, b| b.score.total_cmp(&a.score));
 }
 
+/// How many of `ranked` (best first, not yet lifted) may be among its best `limit` once lifted
+/// by [`lift_by_neighbours`] with `weight`: only those need their neighbours looked up. A lift
+/// adds at most `weight` × the best score, and lifts no score down, so a candidate that scores
+/// below the `limit`-th by more than that stays out whatever its neighbours. Candidates past
+/// the count keep their scores; the best `limit` and their order come out the same.
+pub fn liftable<T>(ranked: &[Fused<T>], limit: usize, weight: f32) -> usize {
+    if limit == 0 || ranked.len() <= limit {
+        return ranked.len();
+    }
+    let bar = ranked[limit - 1].score;
+    let reach = weight.max(0.0) * ranked[0].score.max(0.0);
+    ranked.iter().take_while(|r| r.score + reach >= bar).count()
+}
+
 /// The candidates of a search from its two sides, each id once: keyword matches first (with
 /// their similarity when the vector side scored them too), then what only the vector side found.
 pub fn candidates<T: PartialEq + Clone>(
@@ -257,6 +271,42 @@ mod tests {
         assert_eq!(fused[0].id, "fresh");
         assert!((fused[0].score - 0.58).abs() < 1e-6);
         assert_eq!(fused[0].similarity, None, "reported as not compared");
+    }
+
+    #[test]
+    fn looking_up_the_neighbours_of_the_liftable_ones_ranks_the_best_the_same() {
+        // Scores spread evenly below 1.0, neighbours in a chain (each id's are id ± 1).
+        for (n, limit) in [(40, 5), (40, 10), (7, 10), (200, 3)] {
+            let candidates: Vec<Candidate<u32>> = (0..n)
+                .map(|i| {
+                    let keyword = 1.0 - (i * 37 % n) as f32 / n as f32;
+                    Candidate {
+                        id: i,
+                        keyword: Some(keyword),
+                        similarity: None,
+                    }
+                })
+                .collect();
+            let ranked = fuse(candidates, KEYWORD_WEIGHT);
+            let chain = |id: u32| [id.checked_sub(1), Some(id + 1)];
+            let all: std::collections::HashMap<u32, [Option<u32>; 2]> =
+                ranked.iter().map(|r| (r.id, chain(r.id))).collect();
+            let count = liftable(&ranked, limit, NEIGHBOUR_WEIGHT);
+            let some: std::collections::HashMap<u32, [Option<u32>; 2]> = ranked[..count]
+                .iter()
+                .map(|r| (r.id, chain(r.id)))
+                .collect();
+            let (mut full, mut pruned) = (ranked.clone(), ranked.clone());
+            lift_by_neighbours(&mut full, &all, NEIGHBOUR_WEIGHT);
+            lift_by_neighbours(&mut pruned, &some, NEIGHBOUR_WEIGHT);
+            let top = |f: &[Fused<u32>]| -> Vec<(u32, f32)> {
+                f.iter().take(limit).map(|x| (x.id, x.score)).collect()
+            };
+            assert_eq!(top(&full), top(&pruned), "n {n}, limit {limit}");
+            if n > 2 * limit as u32 {
+                assert!(count < ranked.len(), "n {n}, limit {limit}: nothing pruned");
+            }
+        }
     }
 
     #[test]

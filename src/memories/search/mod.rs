@@ -13,8 +13,11 @@ use super::placeholder;
 use super::store::check_metadata;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
+use crate::search::fusion::NEIGHBOUR_WEIGHT;
 use crate::search::fusion::candidates;
-use crate::search::{QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours};
+use crate::search::{
+    QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
+};
 use sides::{Filters, Scored, keyword_candidates, vector_candidates};
 
 /// Highlight markers of snippets.
@@ -168,13 +171,10 @@ pub async fn search_memory(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
     );
-    let ids: Vec<Uuid> = ranked.iter().map(|r| r.id).collect();
+    let lifted = liftable(&ranked, limit as usize, NEIGHBOUR_WEIGHT);
+    let ids: Vec<Uuid> = ranked[..lifted].iter().map(|r| r.id).collect();
     let neighbours = neighbours(conn, &ids).await?;
-    lift_by_neighbours(
-        &mut ranked,
-        &neighbours,
-        crate::search::fusion::NEIGHBOUR_WEIGHT,
-    );
+    lift_by_neighbours(&mut ranked, &neighbours, NEIGHBOUR_WEIGHT);
     let has_more = ranked.len() > limit as usize;
     ranked.truncate(limit as usize);
 
