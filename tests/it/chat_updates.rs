@@ -10,7 +10,7 @@ use mnemo::search::indexer::{self, IndexerStats, Pass};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::common::{TestApp, expect, expect_problem};
+use crate::common::{TestApp, expect, expect_problem, message_ids};
 
 const ARCHIVE: &str = "/api/chat/session/archive_messages";
 const BEACON: &str = "/api/chat/session/archive_messages/beacon";
@@ -69,15 +69,6 @@ async fn seq_of(pool: &PgPool, message: &str) -> i64 {
         .fetch_one(pool)
         .await
         .unwrap()
-}
-
-fn hit_ids(found: &Value) -> Vec<String> {
-    found["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["message_id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 fn is_uuid_v7(id: &str) -> bool {
@@ -177,7 +168,7 @@ async fn a_partial_reply_sent_again_complete_is_updated_in_place(pool: PgPool) {
         200,
     )
     .await;
-    assert_eq!(hit_ids(&found), ["a1", "u2"], "{found}");
+    assert_eq!(message_ids(&found), ["a1", "u2"], "{found}");
     assert!(
         found["hits"][0]["snippet"]
             .as_str()
@@ -363,7 +354,7 @@ async fn deleted_messages_leave_the_session_window_and_search(pool: PgPool) {
         200,
     )
     .await;
-    assert!(hit_ids(&found).is_empty(), "{found}");
+    assert!(message_ids(&found).is_empty(), "{found}");
 
     // A deletion needs no text, but a message does; both at once for one id is refused.
     let problem = expect_problem(
@@ -485,7 +476,7 @@ async fn updates_replace_vectors_and_deletions_drop_them(pool: PgPool) {
         200,
     )
     .await;
-    assert_eq!(hit_ids(&found).first().map(String::as_str), Some("2"));
+    assert_eq!(message_ids(&found).first().map(String::as_str), Some("2"));
 
     // An identical resend queues nothing.
     expect(

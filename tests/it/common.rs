@@ -181,3 +181,13 @@ pub async fn expect_problem(request: reqwest::RequestBuilder, status: u16) -> Va
     );
     body
 }
+
+/// The `message_id` of each hit of a chat search answer, in order.
+pub fn message_ids(found: &Value) -> Vec<String> {
+    found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["message_id"].as_str().unwrap().to_owned())
+        .collect()
+}

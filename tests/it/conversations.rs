@@ -87,6 +87,18 @@ async fn archive_stores_each_message_once_and_counts_duplicates(pool: PgPool) {
     assert_eq!(page["items"][0]["timestamp"], "2026-11-21T10:01:00Z");
 }
 
+/// Waits until one statement of the database waits on a lock, and fails unless exactly one does.
+async fn one_waits_on_a_lock(pool: &PgPool) {
+    let waits_on_lock = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    for _ in 0..200 {
+        if count(pool, waits_on_lock).await > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(count(pool, waits_on_lock).await, 1);
+}
+
 /// A user's archives to other sessions of the busy session's lane wait for it too and are written
 /// together, each into its own session; a session of another lane, and another user's archive to
 /// a session of the same name, are written at once.
@@ -124,14 +136,7 @@ async fn a_users_archives_to_sessions_of_one_lane_commit_together(pool: PgPool) 
         tokio::spawn(async move { expect(request, 200).await })
     };
     let blocked = post(&alice, busy, "a1");
-    let waits_on_lock = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
-    for _ in 0..200 {
-        if count(&pool, waits_on_lock).await > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(count(&pool, waits_on_lock).await, 1);
+    one_waits_on_a_lock(&pool).await;
     let queued: Vec<_> = same.iter().map(|s| post(&alice, s, "q1")).collect();
     // Written while the lane waits: another lane of the same user, and another user.
     let answer = post(&alice, &other, "o1").await.unwrap();
@@ -199,14 +204,7 @@ async fn archives_to_a_busy_session_commit_together_with_their_own_answers(pool:
         tokio::spawn(async move { expect(request, 200).await })
     };
     let blocked = post(vec![msg("a1", "blocked one", "user", 1)]);
-    let waits_on_lock = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
-    for _ in 0..200 {
-        if count(&pool, waits_on_lock).await > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(count(&pool, waits_on_lock).await, 1);
+    one_waits_on_a_lock(&pool).await;
     let mut queued: Vec<_> = (1..=8)
         .map(|i| {
             post(vec![msg(

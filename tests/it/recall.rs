@@ -5,7 +5,7 @@ use mnemo::search::indexer::{self, IndexerStats, Pass};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::common::{TestApp, expect, expect_problem};
+use crate::common::{TestApp, expect, expect_problem, message_ids};
 
 const SEARCH: &str = "/api/memories/search";
 
@@ -458,20 +458,12 @@ async fn a_keyword_chat_search_finds_the_message_after_a_match(pool: PgPool) {
     )
     .await;
     let search = |body: Value| app.post(CHAT_SEARCH, &alice).json(&body);
-    let ids = |found: &Value| -> Vec<String> {
-        found["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["message_id"].as_str().unwrap().to_owned())
-            .collect()
-    };
     let found = expect(
         search(json!({"query": "Who looked after the dog?", "mode": "keyword"})),
         200,
     )
     .await;
-    assert_eq!(ids(&found), ["asked", "answer"], "{found}");
+    assert_eq!(message_ids(&found), ["asked", "answer"], "{found}");
     let found = expect(
         search(
             json!({"query": "Who looked after the dog?", "mode": "keyword",
@@ -480,7 +472,7 @@ async fn a_keyword_chat_search_finds_the_message_after_a_match(pool: PgPool) {
         200,
     )
     .await;
-    assert_eq!(ids(&found), ["asked"], "{found}");
+    assert_eq!(message_ids(&found), ["asked"], "{found}");
 }
 
 /// The nearest vectors may belong to someone else; they never surface.
