@@ -160,7 +160,8 @@ pub async fn delete_session(
 
 /// Search conversation messages across the caller's sessions.
 ///
-/// By words (`keyword`: the query's words ORed, rare ones weighing most), by meaning
+/// By words (`keyword`: the query's words ORed, rare ones weighing most; a plain question also
+/// finds the message just after a match, the reply to what was asked), by meaning
 /// (`semantic`, needs an embedder) or both (`hybrid`, the default with an embedder). Each hit
 /// names its session, message, sender and time, and the ids of the messages around it (read them
 /// with `GET /api/chat/sessions/{session_id}/messages`). When the embedder fails, keyword results

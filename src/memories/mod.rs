@@ -381,7 +381,9 @@ pub async fn list_memories(
 /// Search memories by words, meaning or both.
 ///
 /// `keyword` ORs the query's words and `"phrases"` (stemmed, English stopwords dropped; `-word`
-/// excludes) and ranks by full-text rank over summaries and content; `semantic` ranks by cosine
+/// excludes) and ranks summaries and content by how rare the words they hold are (names in the
+/// question weigh more); a plain question also finds the memory written just after a match in
+/// the same agent and thread (the reply to what was asked); `semantic` ranks by cosine
 /// similarity of embeddings (needs an embedder); `hybrid` fuses both scores. Each memory appears
 /// once, at its best chunk. Content hits name the chunk's line and byte range, the first line in
 /// it holding a matched word, and the page parameters that read it. When the embedder fails,

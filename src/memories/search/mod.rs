@@ -102,8 +102,9 @@ async fn neighbours(
 }
 
 /// Agent tool `search_memory`: ranked search over the caller's memories, each memory at most
-/// once, at its best chunk. `keyword` ORs the query's words (see [`TextQuery`]) and ranks by
-/// `ts_rank_cd` over summaries and content chunks; `semantic` ranks chunks by cosine similarity
+/// once, at its best chunk. `keyword` ORs the query's words (see [`TextQuery`]) and ranks
+/// summaries and content chunks by the weights of the terms they hold (see
+/// [`crate::search::query::idf_ranking`]); `semantic` ranks chunks by cosine similarity
 /// to `vector`; `hybrid` fuses both (see [`crate::search::fusion`]). A content hit names the
 /// chunk's line and byte range and the first line in it holding a matched word.
 pub async fn search_memory(
