@@ -58,11 +58,11 @@ fn admitted(id: &str) -> String {
 /// The end of both keyword statements, over a CTE `scored` (`memory_id`, `byte_start`, `score`):
 /// a memory once, scored by its best hit and shown at its best content chunk when the content
 /// matched (a chunk has a line range to read), else at its summary. With the follow weight
-/// `follow` (a `real` parameter, see [`crate::search::fusion::FOLLOW_WEIGHT`]) above 0, the memory
-/// written just after each of the best `$11` (the leaders) in the same agent and thread gains that share of its
-/// score, and is a candidate (shown at its summary) even when its own words did not match, if the
-/// filters admit it. The best `$11`, and also those of the memories `$10` that matched (the other
-/// side's candidates, scored on this side in the same statement).
+/// `follow` (a `real` parameter, see [`crate::search::fusion::FOLLOW_WEIGHT`]) above 0, the
+/// memory written just after each of the best `$11` (the leaders) in the same agent and thread
+/// gains that share of its score, and is a candidate (shown at its summary) even when its own
+/// words did not match, if the filters admit it. The best `$11`, and also those of the memories
+/// `$10` that matched (the other side's candidates, scored on this side in the same statement).
 fn best(follow: &str) -> String {
     format!(
         "best AS (
