@@ -15,6 +15,7 @@ use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
     matches_cte, scored_cte,
 };
+use crate::search::similarity::{grouped_cte, mean_similarity};
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
 };
@@ -176,7 +177,9 @@ async fn keyword_candidates(
                    AND s.user_id = current_setting('mnemo.user')",
     };
     let bounded = match choose_ranking(conn, &MESSAGES_CORPUS, text).await? {
-        Ranking::Exact => {
+        // The messages' count here is of those ever archived (deleted ones stay counted): the
+        // exact ranking counts the stored ones itself.
+        Ranking::Exact { .. } => {
             return exact_keyword_candidates(conn, text, filters, also, follow).await;
         }
         Ranking::Nothing => return Ok(Vec::new()),
@@ -360,25 +363,15 @@ async fn vector_candidates(
            AND ($9::int8[] IS NULL OR m.seq = ANY($9))
          ORDER BY {distance}
          LIMIT $8
-         ), messages AS (
-             SELECT seq, session_id, message_id, count(*) AS n, sum(score) AS total,
-                    bool_or(with_context) AS has_context
-             FROM near GROUP BY seq, session_id, message_id
-         )
-         -- A message's similarity is the mean of its own vector's and its vector with
-         -- context's (see `crate::search::fusion`); the one not among the nearest is looked up
-         -- by its key, and a message with one vector has that one's.
-         SELECT n.seq,
-                (CASE WHEN n.n > 1 THEN n.total / n.n
-                      ELSE coalesce((n.total + (
-                          SELECT 1 - {distance} FROM message_vectors v
-                          WHERE v.tenant_id = current_setting('mnemo.tenant')
-                            AND v.user_id = current_setting('mnemo.user')
-                            AND v.session_id = n.session_id AND v.message_id = n.message_id
-                            AND v.model = $2 AND v.with_context = NOT n.has_context)) / 2,
-                          n.total)
-                 END)::real AS score
-         FROM messages n"
+         ), {messages}
+         SELECT n.seq, {similarity} AS score FROM messages n",
+        messages = grouped_cte("messages", "seq, session_id, message_id", ""),
+        similarity = mean_similarity(
+            "message_vectors",
+            "n",
+            &["session_id", "message_id"],
+            &distance
+        ),
     );
     // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
     let query = sqlx::query_as::<_, Scored>(&sql)

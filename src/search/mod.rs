@@ -5,6 +5,7 @@
 pub mod fusion;
 pub mod indexer;
 pub mod query;
+pub mod similarity;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

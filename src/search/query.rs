@@ -62,9 +62,7 @@ impl TextQuery {
             none: none.join(" "),
         })
     }
-}
 
-impl TextQuery {
     /// Whether the query is plain words: no `"quoted phrase"` and no `-excluded` word. A query
     /// with those asks for exact matches, and gets only texts that match it.
     pub fn is_plain(&self) -> bool {
@@ -245,8 +243,9 @@ pub struct Corpus {
 
 /// How a keyword search ranks.
 pub enum Ranking {
-    /// Every match, exactly: the history is shorter than the sample.
-    Exact,
+    /// Every match, exactly: the history is shorter than the sample. `texts` is the count the
+    /// choice made (the `corpus` statement's), for a ranking to weigh its terms by.
+    Exact { texts: i64 },
     /// A bounded candidate set (see [`bounded_terms`]).
     Bounded(BoundedTerms),
     /// Nothing: the query has no terms (only stopwords, or only excluded words).
@@ -263,14 +262,14 @@ pub async fn choose_ranking(
 ) -> Result<Ranking, sqlx::Error> {
     let texts = count_texts(conn, corpus.corpus).await?;
     if texts < KEYWORD_SAMPLE {
-        return Ok(Ranking::Exact);
+        return Ok(Ranking::Exact { texts });
     }
     let sql = term_sample_sql(corpus.recent, corpus.matching);
     let terms = sample_terms(conn, &sql, text, texts).await?;
     if terms.is_empty() {
         return Ok(Ranking::Nothing);
     }
-    Ok(bounded_terms(&terms).map_or(Ranking::Exact, Ranking::Bounded))
+    Ok(bounded_terms(&terms).map_or(Ranking::Exact { texts }, Ranking::Bounded))
 }
 
 /// The caller's texts, as the statement `corpus` counts them. Fewer than [`KEYWORD_SAMPLE`], a

@@ -11,6 +11,7 @@ use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
     matches_cte, scored_cte,
 };
+use crate::search::similarity::{grouped_cte, mean_similarity};
 use crate::search::{QueryVector, TextQuery};
 
 /// A keyword or vector candidate: the memory and its best chunk (`None`: the summary matched).
@@ -163,8 +164,8 @@ pub(super) async fn keyword_candidates(
                    AND c.user_id = current_setting('mnemo.user')",
     };
     let bounded = match choose_ranking(conn, &CHUNKS_CORPUS, text).await? {
-        Ranking::Exact => {
-            return exact_keyword_candidates(conn, text, filters, also, follow).await;
+        Ranking::Exact { texts } => {
+            return exact_keyword_candidates(conn, text, filters, also, follow, texts).await;
         }
         Ranking::Nothing => return Ok(Vec::new()),
         Ranking::Bounded(bounded) => bounded,
@@ -253,13 +254,10 @@ async fn exact_keyword_candidates(
     filters: &Filters,
     also: Option<&[Uuid]>,
     follow: f32,
+    chunks: i64,
 ) -> ApiResult<Vec<Scored>> {
-    let ranking = idf_ranking(
-        "memory_id, byte_start",
-        "SELECT count(*) FROM agent_memory_chunks c
-         WHERE c.tenant_id = current_setting('mnemo.tenant')
-           AND c.user_id = current_setting('mnemo.user')",
-    );
+    // The caller's chunks, as `choose_ranking` counted them (`CHUNKS_CORPUS.corpus`).
+    let ranking = idf_ranking("memory_id, byte_start", "$13::int8");
     let sql = format!(
         "WITH {QUERY_CTE}, {}, hits AS MATERIALIZED (
              SELECT c.memory_id, c.byte_start, c.tsv
@@ -285,6 +283,7 @@ async fn exact_keyword_candidates(
         .bind(also)
         .bind(CANDIDATES)
         .bind(follow)
+        .bind(chunks)
         .fetch_all(&mut *conn)
         .await?;
     Ok(rows)
@@ -315,30 +314,23 @@ pub(super) async fn vector_candidates(
                AND ($10::uuid[] IS NULL OR v.memory_id = ANY($10))
              ORDER BY {distance}
              LIMIT $11
-         ), chunks AS (
-             SELECT memory_id, byte_start, count(*) AS n, sum(score) AS total,
-                    bool_or(with_context) AS has_context
-             FROM near GROUP BY memory_id, byte_start
-             ORDER BY max(score) DESC LIMIT $12
-         ), both_vectors AS (
-             -- A chunk's similarity is the mean of its own vector's and its vector with
-             -- context's (see `crate::search::fusion`); the one not among the nearest is
-             -- looked up by its key, and a chunk with one vector has that one's.
-             SELECT c.memory_id, c.byte_start,
-                    CASE WHEN c.n > 1 THEN c.total / c.n
-                         ELSE coalesce((c.total + (
-                             SELECT 1 - {distance} FROM memory_vectors v
-                             WHERE v.tenant_id = current_setting('mnemo.tenant')
-                               AND v.user_id = current_setting('mnemo.user')
-                               AND v.memory_id = c.memory_id AND v.byte_start = c.byte_start
-                               AND v.model = $2 AND v.with_context = NOT c.has_context)) / 2,
-                             c.total)
-                    END AS score
-             FROM chunks c
+         ), {chunks}, both_vectors AS (
+             SELECT c.memory_id, c.byte_start, {similarity} AS score FROM chunks c
          )
-         SELECT DISTINCT ON (memory_id) memory_id, byte_start, score::real AS score
+         SELECT DISTINCT ON (memory_id) memory_id, byte_start, score
          FROM both_vectors
          ORDER BY memory_id, score DESC",
+        chunks = grouped_cte(
+            "chunks",
+            "memory_id, byte_start",
+            "ORDER BY max(score) DESC LIMIT $12"
+        ),
+        similarity = mean_similarity(
+            "memory_vectors",
+            "c",
+            &["memory_id", "byte_start"],
+            &distance
+        ),
         admitted = admitted("v.memory_id")
     );
     // Runtime: it binds pgvector's `vector` and names the embedder's dimension in its text.

@@ -18,6 +18,7 @@ use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::search::fusion::candidates;
 use crate::search::query::{QUERY_CTE, idf_ranking};
+use crate::search::similarity::{grouped_cte, mean_similarity};
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse};
 
 /// Most candidates each side contributes to a semantic or hybrid ranking.
@@ -431,28 +432,17 @@ async fn nearest(
                                             $8::int4[])))
          ORDER BY {distance}
          LIMIT $9
-         ), items AS (
-             SELECT task_id, source, seq, part_index, char_offset, count(*) AS n,
-                    sum(score) AS total, bool_or(with_context) AS has_context
-             FROM near GROUP BY task_id, source, seq, part_index, char_offset
-         )
-         -- An item's similarity is the mean of its own vector's and its vector with context's
-         -- (see `crate::search::fusion`); the one not among the nearest is looked up by its
-         -- key, and an item with one vector has that one's.
-         SELECT i.task_id, i.source, i.seq, i.part_index, i.char_offset,
-                (CASE WHEN i.n > 1 THEN i.total / i.n
-                      ELSE coalesce((i.total + (
-                          SELECT 1 - {distance} FROM task_vectors v
-                          WHERE v.tenant_id = current_setting('mnemo.tenant')
-                            AND v.user_id = current_setting('mnemo.user')
-                            AND v.task_id = i.task_id AND v.source = i.source
-                            AND v.seq = i.seq AND v.part_index = i.part_index
-                            AND v.char_offset = i.char_offset AND v.model = $2
-                            AND v.with_context = NOT i.has_context)) / 2,
-                          i.total)
-                 END)::real AS score
+         ), {items}
+         SELECT i.task_id, i.source, i.seq, i.part_index, i.char_offset, {similarity} AS score
          FROM items i
-         ORDER BY score DESC"
+         ORDER BY score DESC",
+        items = grouped_cte("items", "task_id, source, seq, part_index, char_offset", ""),
+        similarity = mean_similarity(
+            "task_vectors",
+            "i",
+            &["task_id", "source", "seq", "part_index", "char_offset"],
+            &distance
+        ),
     ))
     // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
     .persistent(false)
