@@ -178,6 +178,7 @@ impl Db {
         Ok(Scoped {
             tx,
             embeds: self.embeds,
+            searching: None,
         })
     }
 
@@ -193,7 +194,11 @@ impl Db {
         )
         .fetch_one(&mut *tx)
         .await?;
-        Ok(Scoped { tx, embeds: false })
+        Ok(Scoped {
+            tx,
+            embeds: false,
+            searching: None,
+        })
     }
 
     /// Opens `job`'s transaction: its role (and settings), then, for a job that one replica
@@ -228,6 +233,7 @@ impl Db {
             scoped: Scoped {
                 tx,
                 embeds: self.embeds,
+                searching: None,
             },
         }))
     }
@@ -359,9 +365,23 @@ enum LockWait {
 pub struct Scoped {
     tx: Transaction<'static, Postgres>,
     embeds: bool,
+    /// The search settings this transaction holds (see [`crate::search::begin_search`]):
+    /// whether for a search by words alone, once set. Settings are transaction-local, and no
+    /// savepoint can undo them, so a transaction sets them once per kind of search.
+    searching: Option<bool>,
 }
 
 impl Scoped {
+    /// The search settings this transaction holds: `Some(words_only)` once a search set them.
+    pub fn search_settings(&self) -> Option<bool> {
+        self.searching
+    }
+
+    /// Records that a search set this transaction's search settings for `words_only`.
+    pub fn searched(&mut self, words_only: bool) {
+        self.searching = Some(words_only);
+    }
+
     /// Whether a write in this transaction queues its text in `embedding_outbox`, for the
     /// background indexer to embed (the server has an embedder). No model runs here.
     pub fn queues_embeddings(&self) -> bool {

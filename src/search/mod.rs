@@ -94,14 +94,19 @@ pub struct QueryVector {
 /// `force_generic_plan` for the rest of its transaction (a search with vectors sets it back to
 /// `auto`). At scale PostgreSQL chose the generic plans by itself, and the two measured the same.
 pub async fn begin_search(conn: &mut Scoped, words_only: bool) -> Result<(), sqlx::Error> {
+    // A recall searches several kinds in one transaction: the settings are made once.
+    if conn.search_settings() == Some(words_only) {
+        return Ok(());
+    }
     sqlx::query!(
         "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative_scan,
                 set_config('plan_cache_mode',
                            CASE WHEN $1 THEN 'force_generic_plan' ELSE 'auto' END, true) AS plans",
         words_only
     )
-    .fetch_one(conn)
+    .fetch_one(&mut *conn)
     .await?;
+    conn.searched(words_only);
     Ok(())
 }
 
