@@ -171,7 +171,7 @@ async fn keyword_candidates(
                    AND m.user_id = current_setting('mnemo.user')
                  ORDER BY m.seq DESC",
         // Through the full-text index (see `mnemo_message_matches`).
-        matching: "SELECT 1 FROM mnemo_message_matches(t.tq, $4)",
+        matching: "SELECT 1 FROM mnemo_message_matches(ARRAY[t.term], $4)",
         corpus: "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
                  WHERE s.tenant_id = current_setting('mnemo.tenant')
                    AND s.user_id = current_setting('mnemo.user')",
@@ -190,8 +190,8 @@ async fn keyword_candidates(
         "WITH {QUERY_CTE}, {terms}, rare_hits AS MATERIALIZED (
              -- Every match of the rare terms, found through the full-text index.
              SELECT r.seq, r.tsv, r.session_id, r.sent_at, r.archived_at
-             FROM mnemo_message_matches($11::tsquery, NULL) r
-             WHERE $11::tsquery IS NOT NULL
+             FROM mnemo_message_matches($11::text[], NULL) r
+             WHERE cardinality($11::text[]) > 0
          ), recent AS MATERIALIZED (
              SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at
              FROM conversation_messages m
@@ -244,7 +244,7 @@ async fn keyword_candidates(
         .bind(CANDIDATES)
         .bind(&bounded.names)
         .bind(&bounded.estimates)
-        .bind(bounded.rare_query)
+        .bind(&bounded.rare_terms)
         .bind(KEYWORD_SAMPLE)
         .bind(bounded.corpus)
         .bind(also)

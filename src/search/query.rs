@@ -307,8 +307,9 @@ pub struct BoundedTerms {
     /// A common term's document frequency, estimated; `None` for a rare term, whose matches are
     /// all read and counted.
     pub estimates: Vec<Option<f64>>,
-    /// The rare terms ORed, as tsquery text; `None` when every term is common.
-    pub rare_query: Option<String>,
+    /// The rare terms, whose matches are all read (by the word lookups); empty when every term
+    /// is common.
+    pub rare_terms: Vec<String>,
     /// The texts of the caller.
     pub corpus: f64,
 }
@@ -329,17 +330,16 @@ pub fn bounded_terms(terms: &[TermSample]) -> Option<BoundedTerms> {
     let mut bounded = BoundedTerms {
         names: Vec::with_capacity(terms.len()),
         estimates: Vec::with_capacity(terms.len()),
-        rare_query: None,
+        rare_terms: Vec::new(),
         corpus,
     };
-    let mut rare = Vec::new();
     for term in terms {
         let share = term.in_sample as f64 / sample;
         bounded.names.push(term.term.clone());
         match term.capped {
             Some(found) if found < RARE_CAP => {
                 bounded.estimates.push(None);
-                rare.push(format!("'{}'", term.term.replace('\'', "''")));
+                bounded.rare_terms.push(term.term.clone());
             }
             Some(_) => bounded.estimates.push(Some(
                 (share * corpus).max((RARE_CAP as f64 * corpus).sqrt()),
@@ -347,7 +347,6 @@ pub fn bounded_terms(terms: &[TermSample]) -> Option<BoundedTerms> {
             None => bounded.estimates.push(Some(share * corpus)),
         }
     }
-    bounded.rare_query = (!rare.is_empty()).then(|| rare.join(" | "));
     Some(bounded)
 }
 
@@ -423,14 +422,11 @@ mod tests {
         .unwrap();
         assert_eq!(bounded.names, ["deploy", "zanzibar", "o'neil"]);
         assert_eq!(bounded.estimates, [Some(500_000.0), None, None]);
-        assert_eq!(
-            bounded.rare_query.as_deref(),
-            Some("'zanzibar' | 'o''neil'")
-        );
+        assert_eq!(bounded.rare_terms, ["zanzibar", "o'neil"]);
         assert_eq!(bounded.corpus, 1_000_000.0);
         // Every term common: no rare lookup.
         let bounded = bounded_terms(&[sample("deploy", n, n, n)]).unwrap();
-        assert_eq!(bounded.rare_query, None);
+        assert!(bounded.rare_terms.is_empty());
         // Absent from the newest texts but common in older ones: not read in full, and weighed
         // between the floor and the corpus.
         let old = TermSample {
@@ -438,7 +434,7 @@ mod tests {
             ..sample("migration", 0, n, 1_000_000)
         };
         let bounded = bounded_terms(&[old]).unwrap();
-        assert_eq!(bounded.rare_query, None);
+        assert!(bounded.rare_terms.is_empty());
         let estimate = bounded.estimates[0].unwrap();
         assert!(
             estimate > RARE_CAP as f64 && estimate < 1_000_000.0,

@@ -576,9 +576,9 @@ async fn word_lookups_find_only_the_callers_rows(pool: PgPool) {
     {
         let mut tx = db.scoped(&principal(tenant, user)).await.expect("begin");
         let counts: (i64, i64, i64) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM mnemo_message_matches('zanzibar', NULL)),
-                    (SELECT count(*) FROM mnemo_chunk_matches('zanzibar', NULL)),
-                    (SELECT count(*) FROM mnemo_summary_matches('zanzibar', NULL))",
+            "SELECT (SELECT count(*) FROM mnemo_message_matches(ARRAY['zanzibar'], NULL)),
+                    (SELECT count(*) FROM mnemo_chunk_matches(ARRAY['zanzibar'], NULL)),
+                    (SELECT count(*) FROM mnemo_summary_matches(ARRAY['zanzibar'], NULL))",
         )
         .fetch_one(&mut tx)
         .await
@@ -587,7 +587,7 @@ async fn word_lookups_find_only_the_callers_rows(pool: PgPool) {
         assert_eq!(counts, (n, n, n), "{tenant}/{user}");
         // A limit holds, and a user of the same name in another tenant is someone else.
         let limited: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM mnemo_message_matches('zanzibar', 1)")
+            sqlx::query_scalar("SELECT count(*) FROM mnemo_message_matches(ARRAY['zanzibar'], 1)")
                 .fetch_one(&mut tx)
                 .await
                 .expect("limited");
@@ -596,7 +596,7 @@ async fn word_lookups_find_only_the_callers_rows(pool: PgPool) {
 
     // No scope: nothing, even for the superuser calling them directly.
     let unscoped: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM mnemo_message_matches('zanzibar', NULL)")
+        sqlx::query_scalar("SELECT count(*) FROM mnemo_message_matches(ARRAY['zanzibar'], NULL)")
             .fetch_one(&pool)
             .await
             .expect("unscoped");

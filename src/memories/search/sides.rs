@@ -158,7 +158,7 @@ pub(super) async fn keyword_candidates(
                    AND c.user_id = current_setting('mnemo.user')
                  ORDER BY c.memory_id DESC, c.byte_start DESC",
         // Through the full-text index (see `mnemo_chunk_matches`).
-        matching: "SELECT 1 FROM mnemo_chunk_matches(t.tq, $4)",
+        matching: "SELECT 1 FROM mnemo_chunk_matches(ARRAY[t.term], $4)",
         corpus: "SELECT count(*) FROM agent_memory_chunks c
                  WHERE c.tenant_id = current_setting('mnemo.tenant')
                    AND c.user_id = current_setting('mnemo.user')",
@@ -174,11 +174,11 @@ pub(super) async fn keyword_candidates(
         "WITH {QUERY_CTE}, {terms}, rare_chunks AS MATERIALIZED (
              -- Every match of the rare terms, found through the full-text indexes.
              SELECT r.memory_id, r.byte_start, r.tsv
-             FROM mnemo_chunk_matches($14::tsquery, NULL) r
-             WHERE $14::tsquery IS NOT NULL
+             FROM mnemo_chunk_matches($14::text[], NULL) r
+             WHERE cardinality($14::text[]) > 0
          ), rare_summaries AS MATERIALIZED (
-             SELECT r.id, r.summary_tsv FROM mnemo_summary_matches($14::tsquery, NULL) r
-             WHERE $14::tsquery IS NOT NULL
+             SELECT r.id, r.summary_tsv FROM mnemo_summary_matches($14::text[], NULL) r
+             WHERE cardinality($14::text[]) > 0
          ), recent_chunks AS (
              SELECT c.memory_id, c.byte_start, c.tsv FROM agent_memory_chunks c
              WHERE c.tenant_id = current_setting('mnemo.tenant')
@@ -237,7 +237,7 @@ pub(super) async fn keyword_candidates(
         .bind(CANDIDATES)
         .bind(&bounded.names)
         .bind(&bounded.estimates)
-        .bind(bounded.rare_query)
+        .bind(&bounded.rare_terms)
         .bind(KEYWORD_SAMPLE)
         .bind(bounded.corpus)
         .bind(follow)
