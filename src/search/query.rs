@@ -216,7 +216,8 @@ pub struct TermSample {
 /// the caller's texts holding the tsquery `t.tq`.
 fn term_sample_sql(recent: &str, matching: &str) -> String {
     format!(
-        "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3), counted AS (
+        "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3), counted AS MATERIALIZED (
+             -- Computed once: inlined, each count would run again for the test of its share.
              SELECT t.term, quote_literal(t.term)::tsquery AS tq,
                     (SELECT count(*) FROM recent r
                      WHERE r.tsv @@ quote_literal(t.term)::tsquery) AS in_sample,
