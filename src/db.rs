@@ -57,6 +57,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -67,6 +68,7 @@ use sqlx::postgres::{
 use sqlx::{Describe, Either, Execute, Executor, PgPool, Postgres, Transaction};
 
 use crate::auth::Principal;
+use crate::search::sizes::{self, HistorySizes};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -108,6 +110,8 @@ pub struct Db {
     pool: PgPool,
     /// Whether writes queue their text for the embedder (see [`Scoped::queues_embeddings`]).
     embeds: bool,
+    /// The sizes of long histories searches counted (see [`Scoped::history_size`]).
+    sizes: Arc<HistorySizes>,
 }
 
 impl Db {
@@ -116,6 +120,7 @@ impl Db {
         Db {
             pool,
             embeds: false,
+            sizes: Arc::default(),
         }
     }
 
@@ -179,6 +184,10 @@ impl Db {
             tx,
             embeds: self.embeds,
             searching: None,
+            caller: Some(Caller {
+                id: sizes::caller(&principal.tenant_id, &principal.user_id),
+                sizes: Arc::clone(&self.sizes),
+            }),
         })
     }
 
@@ -198,6 +207,7 @@ impl Db {
             tx,
             embeds: false,
             searching: None,
+            caller: None,
         })
     }
 
@@ -234,6 +244,7 @@ impl Db {
                 tx,
                 embeds: self.embeds,
                 searching: None,
+                caller: None,
             },
         }))
     }
@@ -369,6 +380,15 @@ pub struct Scoped {
     /// whether for a search by words alone, once set. Settings are transaction-local, and no
     /// savepoint can undo them, so a transaction sets them once per kind of search.
     searching: Option<bool>,
+    /// The user a request's transaction acts as, for the history sizes its searches keep;
+    /// `None` in a job's transaction, whose searches count every time.
+    caller: Option<Caller>,
+}
+
+/// A request's user, and where the sizes of long histories are kept.
+struct Caller {
+    id: String,
+    sizes: Arc<HistorySizes>,
 }
 
 impl Scoped {
@@ -380,6 +400,20 @@ impl Scoped {
     /// Records that a search set this transaction's search settings for `words_only`.
     pub fn searched(&mut self, words_only: bool) {
         self.searching = Some(words_only);
+    }
+
+    /// The number of this user's texts of `kind` a search counted in the last minute, when it
+    /// was at least the keyword sample (see [`crate::search::sizes`]).
+    pub fn history_size(&self, kind: &str) -> Option<i64> {
+        let caller = self.caller.as_ref()?;
+        caller.sizes.get(&caller.id, kind)
+    }
+
+    /// Keeps `size`, just counted, as this user's number of texts of `kind`.
+    pub fn keep_history_size(&self, kind: &str, size: i64) {
+        if let Some(caller) = &self.caller {
+            caller.sizes.put(&caller.id, kind, size);
+        }
     }
 
     /// Whether a write in this transaction queues its text in `embedding_outbox`, for the

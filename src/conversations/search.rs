@@ -166,6 +166,7 @@ async fn keyword_candidates(
     follow: f32,
 ) -> ApiResult<Vec<Scored>> {
     const MESSAGES_CORPUS: Corpus = Corpus {
+        kind: "messages",
         recent: "SELECT m.tsv FROM conversation_messages m
                  WHERE m.tenant_id = current_setting('mnemo.tenant')
                    AND m.user_id = current_setting('mnemo.user')

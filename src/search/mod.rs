@@ -6,6 +6,7 @@ pub mod fusion;
 pub mod indexer;
 pub mod query;
 pub mod similarity;
+pub mod sizes;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

@@ -237,6 +237,8 @@ fn term_sample_sql(recent: &str, matching: &str) -> String {
 /// their `tsv` newest first (without a limit), `matching` those holding the tsquery `t.tq`
 /// (through the full-text index), `corpus` counts them.
 pub struct Corpus {
+    /// The kind of text, naming its size among the kept ones (see [`crate::search::sizes`]).
+    pub kind: &'static str,
     pub recent: &'static str,
     pub matching: &'static str,
     pub corpus: &'static str,
@@ -255,22 +257,37 @@ pub enum Ranking {
 
 /// Chooses the ranking of a search of `text` over `corpus`: a history shorter than
 /// [`KEYWORD_SAMPLE`] is ranked exactly (one count tells), a longer one over the candidates the
-/// sample bounds.
+/// sample bounds. The size of a long history is counted once a minute at most
+/// ([`crate::search::sizes`]).
 pub async fn choose_ranking(
     conn: &mut Scoped,
     corpus: &Corpus,
     text: &TextQuery,
 ) -> Result<Ranking, sqlx::Error> {
-    let texts = count_texts(conn, corpus.corpus).await?;
+    let texts = match conn.history_size(corpus.kind) {
+        Some(texts) => texts,
+        None => {
+            let texts = count_texts(conn, corpus.corpus).await?;
+            if texts >= KEYWORD_SAMPLE {
+                conn.keep_history_size(corpus.kind, texts);
+            }
+            texts
+        }
+    };
     if texts < KEYWORD_SAMPLE {
         return Ok(Ranking::Exact { texts });
     }
     let sql = term_sample_sql(corpus.recent, corpus.matching);
     let terms = sample_terms(conn, &sql, text, texts).await?;
-    if terms.is_empty() {
+    let Some(first) = terms.first() else {
         return Ok(Ranking::Nothing);
-    }
-    Ok(bounded_terms(&terms).map_or(Ranking::Exact { texts }, Ranking::Bounded))
+    };
+    // A sample short of its size read every text there is (the history shrank since it was
+    // counted): its count is the exact one.
+    let exact = Ranking::Exact {
+        texts: first.sample,
+    };
+    Ok(bounded_terms(&terms).map_or(exact, Ranking::Bounded))
 }
 
 /// The caller's texts, as the statement `corpus` counts them. Fewer than [`KEYWORD_SAMPLE`], a

@@ -153,6 +153,7 @@ pub(super) async fn keyword_candidates(
     follow: f32,
 ) -> ApiResult<Vec<Scored>> {
     const CHUNKS_CORPUS: Corpus = Corpus {
+        kind: "chunks",
         recent: "SELECT c.tsv FROM agent_memory_chunks c
                  WHERE c.tenant_id = current_setting('mnemo.tenant')
                    AND c.user_id = current_setting('mnemo.user')
