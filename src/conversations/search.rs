@@ -87,15 +87,16 @@ pub struct ChatSearchResults {
 }
 
 /// The caller's messages a search may see, as a CTE `msg`; binds $3..$7 (and the retention
-/// cutoff $8).
+/// cutoff $8). A message's session is looked up only to test an agent filter.
 const MESSAGES: &str = "msg AS (
      SELECT m.seq, m.tsv FROM conversation_messages m
-     JOIN agent_sessions s
-       ON s.tenant_id = m.tenant_id AND s.user_id = m.user_id AND s.session_id = m.session_id
      WHERE m.tenant_id = current_setting('mnemo.tenant')
        AND m.user_id = current_setting('mnemo.user')
        AND ($3::text IS NULL OR m.session_id = $3)
-       AND ($4::text IS NULL OR s.agent_name = $4)
+       AND ($4::text IS NULL OR EXISTS (
+             SELECT 1 FROM agent_sessions s
+             WHERE s.tenant_id = m.tenant_id AND s.user_id = m.user_id
+               AND s.session_id = m.session_id AND s.agent_name = $4))
        AND ($5::timestamptz IS NULL OR m.sent_at >= $5)
        AND ($6::timestamptz IS NULL OR m.sent_at < $6)
        AND ($7::int IS NULL OR m.archived_at >= now() - make_interval(days => $7::int))
@@ -207,23 +208,21 @@ async fn keyword_candidates(
                AND m.user_id = current_setting('mnemo.user')
                AND $14::int8[] IS NOT NULL AND m.seq = ANY($14)
          ), hits AS MATERIALIZED (
-             -- The filters on the candidates themselves (each looks its session up by key):
-             -- never a scan of the whole history.
+             -- The filters on the candidates themselves (an agent filter looks each one's
+             -- session up by key, and only then): never a scan of the whole history.
              SELECT c.seq, c.tsv
              FROM (SELECT DISTINCT ON (seq) * FROM
                      (SELECT * FROM rare_hits UNION ALL SELECT * FROM recent
                       UNION ALL SELECT * FROM also) u
                    ORDER BY seq) c
              CROSS JOIN q
-             JOIN LATERAL (
-                 SELECT s.agent_name FROM agent_sessions s
-                 WHERE s.tenant_id = current_setting('mnemo.tenant')
-                   AND s.user_id = current_setting('mnemo.user')
-                   AND s.session_id = c.session_id
-             ) s ON true
              WHERE numnode(q.pos) > 0 AND c.tsv @@ q.q
                AND ($3::text IS NULL OR c.session_id = $3)
-               AND ($4::text IS NULL OR s.agent_name = $4)
+               AND ($4::text IS NULL OR EXISTS (
+                     SELECT 1 FROM agent_sessions s
+                     WHERE s.tenant_id = current_setting('mnemo.tenant')
+                       AND s.user_id = current_setting('mnemo.user')
+                       AND s.session_id = c.session_id AND s.agent_name = $4))
                AND ($5::timestamptz IS NULL OR c.sent_at >= $5)
                AND ($6::timestamptz IS NULL OR c.sent_at < $6)
                AND ($7::int IS NULL OR c.archived_at >= now() - make_interval(days => $7::int))
