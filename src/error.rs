@@ -248,6 +248,15 @@ const CONSTRAINTS: &[Constraint] = &[
     },
 ];
 
+/// Whether `err` is PostgreSQL aborting a transaction that lost a conflict with a concurrent one:
+/// a deadlock (40P01), a serialization failure (40001) or a lock it could not take (55P03). The
+/// request was not wrong, and the same request again can succeed: 503 with `Retry-After`, not
+/// a 500.
+pub fn is_transaction_conflict(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db)
+        if matches!(db.code().as_deref(), Some("40P01" | "40001" | "55P03")))
+}
+
 /// Seconds a client is told to wait (`Retry-After`) when the database is busy or unreachable.
 pub const RETRY_AFTER_SECS: u64 = 2;
 
@@ -282,6 +291,13 @@ impl From<sqlx::Error> for ApiError {
                 _ => "the database is unreachable; retry shortly",
             };
             return ApiError::unavailable(detail);
+        }
+        if is_transaction_conflict(&err) {
+            tracing::info!(error = %err, "a transaction lost to a concurrent one");
+            return ApiError::unavailable(
+                "a concurrent change to the same data conflicted with this request, which was \
+                 rolled back; retry it",
+            );
         }
         if let sqlx::Error::Database(db) = &err
             && let Some(mapped) = db.constraint().and_then(ApiError::from_constraint)

@@ -191,3 +191,23 @@ pub fn message_ids(found: &Value) -> Vec<String> {
         .map(|h| h["message_id"].as_str().unwrap().to_owned())
         .collect()
 }
+
+/// Waits until one statement of the database waits on a lock, and fails unless exactly one does.
+pub async fn one_waits_on_a_lock(pool: &PgPool) {
+    let waiting = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND datname = current_database()",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    };
+    for _ in 0..200 {
+        if waiting().await > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(waiting().await, 1);
+}

@@ -9,7 +9,7 @@ use mnemo::db::Job;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::common::{TestApp, expect, expect_problem};
+use crate::common::{TestApp, expect, expect_problem, one_waits_on_a_lock};
 
 const ARCHIVE: &str = "/api/chat/session/archive_messages";
 const BEACON: &str = "/api/chat/session/archive_messages/beacon";
@@ -85,18 +85,6 @@ async fn archive_stores_each_message_once_and_counts_duplicates(pool: PgPool) {
     assert_eq!(texts, ["hi", "hello", "how are you"]);
     assert_eq!(page["items"][1]["sender"], "ai");
     assert_eq!(page["items"][0]["timestamp"], "2026-11-21T10:01:00Z");
-}
-
-/// Waits until one statement of the database waits on a lock, and fails unless exactly one does.
-async fn one_waits_on_a_lock(pool: &PgPool) {
-    let waits_on_lock = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
-    for _ in 0..200 {
-        if count(pool, waits_on_lock).await > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(count(pool, waits_on_lock).await, 1);
 }
 
 /// A user's archives to other sessions of the busy session's lane wait for it too and are written

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::common::{TestApp, expect, expect_problem};
+use crate::common::{TestApp, expect, expect_problem, one_waits_on_a_lock};
 
 const NOTES_OPS: &str = "/api/agents/assistant/notes/operations";
 
@@ -372,6 +372,58 @@ async fn an_unreachable_database_is_503_with_retry_after(pool: PgPool) {
     assert!(started.elapsed() < Duration::from_secs(10));
     let ready = app.client.get(app.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 503);
+}
+
+/// A request that PostgreSQL aborts to break a deadlock is 503 with `Retry-After` (the request
+/// was not wrong, and the same one again succeeds), and stores nothing.
+#[sqlx::test]
+async fn a_request_that_loses_a_deadlock_is_503_and_stores_nothing(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let token = app.token("t1", "alice");
+    expect(
+        app.put("/api/memories/k", &token)
+            .json(&json!({"content": "version one"})),
+        201,
+    )
+    .await;
+    // Another transaction holds the memory's chunks. Replacing the content locks the memory's
+    // row, then waits for the chunks; that transaction then asks for the row: a deadlock, which
+    // PostgreSQL breaks by aborting the request's transaction (it has waited longest).
+    let mut other = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM agent_memory_chunks WHERE user_id = 'alice' FOR UPDATE")
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    let request = app
+        .put("/api/memories/k", &token)
+        .json(&json!({"content": "version two"}))
+        .send();
+    let replace = tokio::spawn(request);
+    one_waits_on_a_lock(&pool).await;
+    sqlx::query("SELECT 1 FROM agent_memories WHERE user_id = 'alice' FOR UPDATE")
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    let response = replace.await.unwrap().unwrap();
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    let body: Value = response.json().await.unwrap();
+    assert!(body["detail"].as_str().unwrap().contains("retry"), "{body}");
+    other.rollback().await.unwrap();
+    let stored = expect(app.get("/api/memories/k", &token), 200).await;
+    assert_eq!(stored["content"], "version one");
+    // The same request again succeeds.
+    let again = expect(
+        app.put("/api/memories/k", &token)
+            .json(&json!({"content": "version two"})),
+        200,
+    )
+    .await;
+    assert_eq!(again["status"], "replaced");
 }
 
 /// A tenant with its cap of requests in flight gets 429 for more, at once, while another tenant
