@@ -1403,6 +1403,121 @@ async fn session_summary_refreshes_without_a_model(pool: PgPool) {
     );
 }
 
+/// A refresh folds the messages archived since the last one into the stored digest state and
+/// reads no older one: its cost follows the new messages, not the session's length. A session
+/// whose summary has no stored state (one written before the state was kept) starts it again
+/// from its last messages; the state goes with its session.
+#[sqlx::test]
+async fn the_summary_folds_in_only_the_messages_since(pool: PgPool) {
+    let app = TestApp::with_config(pool.clone(), |c| {
+        c.conversations.chat_summary_every = 3;
+        c.conversations.chat_recall_k = 0;
+    })
+    .await;
+    let token = app.token("t1", "alice");
+    let archive = |messages: Vec<Value>| {
+        let request = app.post(ARCHIVE, &token).json(&batch("long", messages));
+        async { expect(request, 200).await }
+    };
+    archive(vec![
+        msg("m1", "The kafka brokers lag behind.", "user", 1),
+        msg("m2", "The kafka consumers need more partitions.", "ai", 2),
+        msg("m3", "Which partitions lag most?", "user", 3),
+    ])
+    .await;
+    let detail = summary_covering(&app, &token, "long", 3).await;
+    let summary = detail["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("3 messages (2 from the user, 1 from the assistant)."),
+        "{summary}"
+    );
+    assert!(summary.contains("Topics: kafka, partitions"), "{summary}");
+    let last_seq: i64 =
+        sqlx::query_scalar("SELECT max(seq) FROM conversation_messages WHERE session_id = 'long'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let through: i64 = sqlx::query_scalar("SELECT through_seq FROM session_digests")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(through, last_seq);
+
+    // Old messages changed behind the server's back are not read again: the next summary
+    // counts the three new messages on top of the state, and only their words.
+    sqlx::query("UPDATE conversation_messages SET text = 'The zeppelin waits.' WHERE message_id IN ('m1', 'm2')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    archive(vec![
+        msg(
+            "m4",
+            "The partitions of the orders topic lag most.",
+            "ai",
+            4,
+        ),
+        msg("m5", "Then rebalance the orders topic tonight.", "user", 5),
+        msg(
+            "m6",
+            "I will rebalance the orders topic at midnight.",
+            "ai",
+            6,
+        ),
+    ])
+    .await;
+    let detail = summary_covering(&app, &token, "long", 6).await;
+    let summary = detail["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("6 messages (3 from the user, 3 from the assistant)."),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with("Topics: partitions, orders, topic, kafka, rebalance."),
+        "{summary}"
+    );
+    assert!(!summary.contains("zeppelin"), "{summary}");
+    assert!(
+        !summary.contains("Open questions"),
+        "the question was taken up: {summary}"
+    );
+
+    // Without a stored state the refresh reads the session's last messages, all six here.
+    sqlx::query("DELETE FROM session_digests")
+        .execute(&pool)
+        .await
+        .unwrap();
+    archive(vec![
+        msg("m7", "Is the rebalance done?", "user", 7),
+        msg("m8", "Not yet.", "ai", 8),
+        msg("m9", "Who watches the consumers tonight?", "user", 9),
+    ])
+    .await;
+    let detail = summary_covering(&app, &token, "long", 9).await;
+    let summary = detail["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("9 messages (5 from the user, 4 from the assistant)."),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("zeppelin"),
+        "read again from the start: {summary}"
+    );
+    assert!(
+        summary.ends_with(
+            "Open questions:\n- Is the rebalance done?\n- Who watches the consumers tonight?"
+        ),
+        "{summary}"
+    );
+
+    // Deleting the session deletes its digest state.
+    expect(app.delete("/api/chat/sessions/long", &token), 204).await;
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM session_digests")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
 /// A stand-in model answering the running-summary prompt (and failing on request).
 #[derive(Clone, Default)]
 struct SummaryModel {

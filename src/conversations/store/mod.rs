@@ -14,8 +14,8 @@ use crate::db::Scoped;
 
 pub use messages::{messages, messages_sql};
 pub use sessions::{
-    SummaryState, delete_session, last_messages, session, sessions, sessions_sql, set_summary,
-    summary_state,
+    SummaryMessage, SummaryState, delete_session, digest_state, last_messages, session, sessions,
+    sessions_sql, set_summary, summary_state,
 };
 pub use window::{WINDOW_SQL, WindowMessage, WindowRead, window};
 

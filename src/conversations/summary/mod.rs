@@ -1,8 +1,11 @@
 //! A session's running summary: refreshed in the background once `MNEMO_CHAT_SUMMARY_EVERY`
 //! messages arrived since the last one, never on the archive write path (the write only commits;
 //! [`schedule`] starts the refresh after it). With a model the summary is the model's (the previous
-//! summary plus the messages since); without one, or when the model fails, it is [`digest`]: the
-//! recurring topics, the names mentioned and the user's questions still open, with no model.
+//! summary plus the messages since); without one, or when the model fails, it is [`digest`]'s: the
+//! recurring topics, the names mentioned and the user's questions still open, with no model. Its
+//! state ([`DigestState`]) is stored with the summary (`session_digests`), so a refresh reads the
+//! messages archived since the last one and no more: the cost of a refresh follows the messages
+//! it adds, not the length of the session.
 
 mod digest;
 mod stopwords;
@@ -15,9 +18,10 @@ use crate::access::Caller;
 use crate::error::ApiResult;
 use crate::state::AppState;
 
-pub use digest::digest;
+pub use digest::{DigestState, digest};
 
-/// Messages the summary is built from, at most (the session's last ones).
+/// Messages a refresh reads, at most: the session's last ones when no digest state is stored
+/// yet (or when more than this arrived since the last refresh).
 const MAX_MESSAGES: i64 = 500;
 /// Messages since the last summary a model is shown, at most.
 const MAX_MODEL_MESSAGES: usize = 200;
@@ -156,12 +160,24 @@ pub async fn refresh(state: &AppState, caller: &Caller, session_id: &str) -> Api
         tx.end_read_only();
         return Ok(false);
     }
-    let lines: Vec<Line> = store::last_messages(&mut tx, retention, session_id, MAX_MESSAGES)
-        .await?
-        .into_iter()
-        .map(|(sender, text)| Line { sender, text })
-        .collect();
+    // The digest's state and the messages since it, or (the first time) the last ones.
+    let stored = store::digest_state(&mut tx, session_id).await?;
+    let (after, limit) = match &stored {
+        Some((through, _)) => (Some(*through), since.min(MAX_MESSAGES)),
+        None => (None, MAX_MESSAGES),
+    };
+    let messages = store::last_messages(&mut tx, retention, session_id, after, limit).await?;
     tx.end_read_only();
+    let (through, mut folded) = stored.unwrap_or_default();
+    let through = messages.iter().map(|m| m.seq).fold(through, i64::max);
+    let lines: Vec<Line> = messages
+        .into_iter()
+        .map(|m| Line {
+            sender: m.sender,
+            text: m.text,
+        })
+        .collect();
+    folded.fold(&lines);
     let summary = match &state.llm {
         Some(llm) => {
             let new = usize::try_from(since)
@@ -173,15 +189,23 @@ pub async fn refresh(state: &AppState, caller: &Caller, session_id: &str) -> Api
                 Ok(text) => text,
                 Err(err) => {
                     tracing::warn!(session_id, error = %err, "model summary failed; using the digest");
-                    digest(&lines)
+                    folded.render()
                 }
             }
         }
-        None => digest(&lines),
+        None => folded.render(),
     };
     let summary: String = summary.chars().take(MAX_SUMMARY_CHARS).collect();
     let mut tx = caller.begin().await?;
-    let stored = store::set_summary(&mut tx, session_id, &summary, current.message_count).await?;
+    let stored = store::set_summary(
+        &mut tx,
+        session_id,
+        &summary,
+        current.message_count,
+        through,
+        &folded,
+    )
+    .await?;
     tx.commit().await?;
     Ok(stored)
 }
