@@ -68,7 +68,7 @@ use sqlx::postgres::{
 use sqlx::{Describe, Either, Execute, Executor, PgPool, Postgres, Transaction};
 
 use crate::auth::Principal;
-use crate::search::sizes::{self, HistorySizes};
+use crate::search::sizes::{self, HistoryStats, TermCounts};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -110,8 +110,8 @@ pub struct Db {
     pool: PgPool,
     /// Whether writes queue their text for the embedder (see [`Scoped::queues_embeddings`]).
     embeds: bool,
-    /// The sizes of long histories searches counted (see [`Scoped::history_size`]).
-    sizes: Arc<HistorySizes>,
+    /// What searches of long histories counted (see [`Scoped::history_size`]).
+    stats: Arc<HistoryStats>,
 }
 
 impl Db {
@@ -120,7 +120,7 @@ impl Db {
         Db {
             pool,
             embeds: false,
-            sizes: Arc::default(),
+            stats: Arc::default(),
         }
     }
 
@@ -186,7 +186,7 @@ impl Db {
             searching: None,
             caller: Some(Caller {
                 id: sizes::caller(&principal.tenant_id, &principal.user_id),
-                sizes: Arc::clone(&self.sizes),
+                stats: Arc::clone(&self.stats),
             }),
         })
     }
@@ -380,15 +380,16 @@ pub struct Scoped {
     /// whether for a search by words alone, once set. Settings are transaction-local, and no
     /// savepoint can undo them, so a transaction sets them once per kind of search.
     searching: Option<bool>,
-    /// The user a request's transaction acts as, for the history sizes its searches keep;
+    /// The user a request's transaction acts as, for the history sizes and term counts its
+    /// searches keep;
     /// `None` in a job's transaction, whose searches count every time.
     caller: Option<Caller>,
 }
 
-/// A request's user, and where the sizes of long histories are kept.
+/// A request's user, and where what searches of long histories counted is kept.
 struct Caller {
     id: String,
-    sizes: Arc<HistorySizes>,
+    stats: Arc<HistoryStats>,
 }
 
 impl Scoped {
@@ -406,13 +407,27 @@ impl Scoped {
     /// was at least the keyword sample (see [`crate::search::sizes`]).
     pub fn history_size(&self, kind: &str) -> Option<i64> {
         let caller = self.caller.as_ref()?;
-        caller.sizes.get(&caller.id, kind)
+        caller.stats.size(&caller.id, kind)
     }
 
     /// Keeps `size`, just counted, as this user's number of texts of `kind`.
     pub fn keep_history_size(&self, kind: &str, size: i64) {
         if let Some(caller) = &self.caller {
-            caller.sizes.put(&caller.id, kind, size);
+            caller.stats.keep_size(&caller.id, kind, size);
+        }
+    }
+
+    /// The counts of `term` in this user's texts of `kind` a search made in the last minute
+    /// (see [`crate::search::sizes`]).
+    pub fn term_counts(&self, kind: &str, term: &str) -> Option<TermCounts> {
+        let caller = self.caller.as_ref()?;
+        caller.stats.term(&caller.id, kind, term)
+    }
+
+    /// Keeps `counts`, just made, as those of `term` in this user's texts of `kind`.
+    pub fn keep_term_counts(&self, kind: &str, term: &str, counts: TermCounts) {
+        if let Some(caller) = &self.caller {
+            caller.stats.keep_term(&caller.id, kind, term, counts);
         }
     }
 

@@ -8,8 +8,11 @@
 //! PostgreSQL's (`english`), so each part is handed to `websearch_to_tsquery` as text and never
 //! parsed into tsquery syntax here: any input is safe.
 
+use std::collections::HashMap;
+
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
+use crate::search::sizes::TermCounts;
 
 /// Longest query, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;
@@ -210,10 +213,17 @@ pub struct TermSample {
     pub capped: Option<i64>,
 }
 
-/// The statement counting the query's terms (`$1`, `$2` as in [`QUERY_CTE`]) in the newest `$3`
-/// texts, and the matches (up to `$4`) of those that are not common there, of the `$5` texts the
-/// caller has: `recent` selects the texts' `tsv` newest first (without the limit), `matching`
-/// the caller's texts holding the tsquery `t.tq`.
+/// The statement listing the query's terms (`$1`, `$2` as in [`QUERY_CTE`]) that
+/// [`term_sample_sql`] counts, in its order.
+const SAMPLED_TERMS_SQL: &str = "SELECT t.term
+     FROM q, unnest(q.terms) WITH ORDINALITY AS t(term, o)
+     WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0
+     ORDER BY t.o";
+
+/// The statement counting the query's terms (`$1`, `$2` as in [`QUERY_CTE`]) among `$6` in the
+/// newest `$3` texts, and the matches (up to `$4`) of those that are not common there, of the
+/// `$5` texts the caller has: `recent` selects the texts' `tsv` newest first (without the
+/// limit), `matching` the caller's texts holding the tsquery `t.tq`.
 fn term_sample_sql(recent: &str, matching: &str) -> String {
     format!(
         "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3), counted AS MATERIALIZED (
@@ -224,6 +234,7 @@ fn term_sample_sql(recent: &str, matching: &str) -> String {
                     (SELECT count(*) FROM recent) AS sample
              FROM q, unnest(q.terms) AS t(term)
              WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0
+               AND t.term = ANY($6::text[])
          )
          SELECT t.term, t.in_sample, t.sample, $5::int8 AS corpus,
                 CASE WHEN t.in_sample::float8 < {COMMON_SHARE} * t.sample THEN
@@ -277,8 +288,7 @@ pub async fn choose_ranking(
     if texts < KEYWORD_SAMPLE {
         return Ok(Ranking::Exact { texts });
     }
-    let sql = term_sample_sql(corpus.recent, corpus.matching);
-    let terms = sample_terms(conn, &sql, text, texts).await?;
+    let terms = sample_terms(conn, corpus, text, texts).await?;
     let Some(first) = terms.first() else {
         return Ok(Ranking::Nothing);
     };
@@ -300,22 +310,70 @@ async fn count_texts(conn: &mut Scoped, corpus: &str) -> Result<i64, sqlx::Error
         .await
 }
 
-/// Runs [`term_sample_sql`]'s statement for `text` over the caller's `texts`.
+/// The counts of the terms of `text` over the caller's `texts` of `corpus`, in the query's
+/// order: those a search of the last minute made are kept (see [`crate::search::sizes`]), the
+/// others counted by [`term_sample_sql`]'s statement.
 async fn sample_terms(
     conn: &mut Scoped,
-    sql: &str,
+    corpus: &Corpus,
     text: &TextQuery,
     texts: i64,
 ) -> Result<Vec<TermSample>, sqlx::Error> {
     // Runtime: the text is each search's own (see `term_sample_sql`), not a literal here.
-    sqlx::query_as::<_, TermSample>(sql)
+    let names: Vec<String> = sqlx::query_scalar(&format!("WITH {QUERY_CTE} {SAMPLED_TERMS_SQL}"))
         .bind(&text.any)
         .bind(&text.none)
-        .bind(KEYWORD_SAMPLE)
-        .bind(RARE_CAP)
-        .bind(texts)
-        .fetch_all(conn)
-        .await
+        .fetch_all(&mut *conn)
+        .await?;
+    let kept: Vec<Option<TermCounts>> = names
+        .iter()
+        .map(|term| conn.term_counts(corpus.kind, term))
+        .collect();
+    let missing: Vec<&str> = names
+        .iter()
+        .zip(&kept)
+        .filter(|(_, kept)| kept.is_none())
+        .map(|(term, _)| term.as_str())
+        .collect();
+    let mut counted: HashMap<String, TermSample> = HashMap::new();
+    if !missing.is_empty() {
+        let sql = term_sample_sql(corpus.recent, corpus.matching);
+        let rows = sqlx::query_as::<_, TermSample>(&sql)
+            .bind(&text.any)
+            .bind(&text.none)
+            .bind(KEYWORD_SAMPLE)
+            .bind(RARE_CAP)
+            .bind(texts)
+            .bind(&missing)
+            .fetch_all(&mut *conn)
+            .await?;
+        for row in rows {
+            conn.keep_term_counts(
+                corpus.kind,
+                &row.term,
+                TermCounts {
+                    in_sample: row.in_sample,
+                    sample: row.sample,
+                    capped: row.capped,
+                },
+            );
+            counted.insert(row.term.clone(), row);
+        }
+    }
+    Ok(names
+        .into_iter()
+        .zip(kept)
+        .filter_map(|(term, kept)| match kept {
+            Some(c) => Some(TermSample {
+                term,
+                in_sample: c.in_sample,
+                sample: c.sample,
+                corpus: texts,
+                capped: c.capped,
+            }),
+            None => counted.remove(&term),
+        })
+        .collect())
 }
 
 /// The terms of a search over a history longer than the sample, for the bounded ranking.

@@ -1,4 +1,5 @@
-//! The sizes of long histories, remembered for a minute.
+//! What searches of long histories counted, remembered for a minute: the sizes of the histories
+//! and the counts of the terms searched for.
 //!
 //! A keyword search needs the number of texts it searches: under [`KEYWORD_SAMPLE`] it ranks
 //! every match exactly, at or above it that number is the corpus size its term weights use.
@@ -9,50 +10,125 @@
 //! ranked exactly (the sample then holds every text, and says so). A smaller size is counted on
 //! every search: that is cheap, and the exact ranking wants it exact.
 //!
+//! Over such a history a search also counts each of its terms in the newest texts, and a term
+//! rare there in all of them (up to a cap): 2 to 40 ms a search, most of it for a word common in
+//! older texts but not in the newest, whose every match the index reads to count them. Those
+//! counts ([`TermCounts`]) are kept the same way, per caller, kind and term: they set the term's
+//! weight and whether its matches are all read, and a minute's writes barely move them. The
+//! matches themselves are always read fresh, so a text written a moment ago is found.
+//!
 //! [`KEYWORD_SAMPLE`]: super::query::KEYWORD_SAMPLE
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long a size is used before the history is counted again.
+/// How long a size or a term's counts are used before they are counted again.
 pub const KEPT: Duration = Duration::from_secs(60);
 
 /// Sizes kept at most; past that, the expired ones are dropped, and all of them if none is.
-const MOST: usize = 10_000;
+const MOST_SIZES: usize = 10_000;
+/// Term counts kept at most, likewise.
+const MOST_TERMS: usize = 100_000;
 
-/// The kept sizes, by caller (tenant and user) and kind of text.
-#[derive(Debug, Default)]
-pub struct HistorySizes {
-    sizes: Mutex<HashMap<String, (i64, Instant)>>,
+/// A term of a search counted in a long history: `in_sample` of the `sample` newest texts hold
+/// it; `capped`, for a term rare among them, its matches in all the texts, up to a cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TermCounts {
+    pub in_sample: i64,
+    pub sample: i64,
+    pub capped: Option<i64>,
 }
 
-impl HistorySizes {
+/// Values kept for [`KEPT`] by key, at most `most` of them.
+#[derive(Debug)]
+struct Kept<V> {
+    values: Mutex<HashMap<String, (V, Instant)>>,
+    most: usize,
+}
+
+impl<V: Copy> Kept<V> {
+    fn new(most: usize) -> Self {
+        Kept {
+            values: Mutex::new(HashMap::new()),
+            most,
+        }
+    }
+
+    fn get_at(&self, key: &str, now: Instant) -> Option<V> {
+        let values = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        let &(value, at) = values.get(key)?;
+        (now.saturating_duration_since(at) < KEPT).then_some(value)
+    }
+
+    fn put_at(&self, key: String, value: V, now: Instant) {
+        let mut values = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        if values.len() >= self.most {
+            values.retain(|_, &mut (_, at)| now.saturating_duration_since(at) < KEPT);
+            if values.len() >= self.most {
+                values.clear();
+            }
+        }
+        values.insert(key, (value, now));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.values.lock().unwrap().len()
+    }
+}
+
+/// The kept sizes and term counts, by caller (tenant and user), kind of text and term.
+#[derive(Debug)]
+pub struct HistoryStats {
+    sizes: Kept<i64>,
+    terms: Kept<TermCounts>,
+}
+
+impl Default for HistoryStats {
+    fn default() -> Self {
+        HistoryStats {
+            sizes: Kept::new(MOST_SIZES),
+            terms: Kept::new(MOST_TERMS),
+        }
+    }
+}
+
+impl HistoryStats {
     /// The size kept for `caller`'s texts of `kind`, unless older than [`KEPT`].
-    pub fn get(&self, caller: &str, kind: &str) -> Option<i64> {
-        self.get_at(caller, kind, Instant::now())
+    pub fn size(&self, caller: &str, kind: &str) -> Option<i64> {
+        self.size_at(caller, kind, Instant::now())
     }
 
     /// Keeps `size` as `caller`'s number of texts of `kind`.
-    pub fn put(&self, caller: &str, kind: &str, size: i64) {
-        self.put_at(caller, kind, size, Instant::now());
+    pub fn keep_size(&self, caller: &str, kind: &str, size: i64) {
+        self.keep_size_at(caller, kind, size, Instant::now());
     }
 
-    fn get_at(&self, caller: &str, kind: &str, now: Instant) -> Option<i64> {
-        let sizes = self.sizes.lock().unwrap_or_else(|e| e.into_inner());
-        let &(size, at) = sizes.get(&key(caller, kind))?;
-        (now.saturating_duration_since(at) < KEPT).then_some(size)
+    /// The counts kept for `term` in `caller`'s texts of `kind`, unless older than [`KEPT`].
+    pub fn term(&self, caller: &str, kind: &str, term: &str) -> Option<TermCounts> {
+        self.term_at(caller, kind, term, Instant::now())
     }
 
-    fn put_at(&self, caller: &str, kind: &str, size: i64, now: Instant) {
-        let mut sizes = self.sizes.lock().unwrap_or_else(|e| e.into_inner());
-        if sizes.len() >= MOST {
-            sizes.retain(|_, &mut (_, at)| now.saturating_duration_since(at) < KEPT);
-            if sizes.len() >= MOST {
-                sizes.clear();
-            }
-        }
-        sizes.insert(key(caller, kind), (size, now));
+    /// Keeps `counts` as those of `term` in `caller`'s texts of `kind`.
+    pub fn keep_term(&self, caller: &str, kind: &str, term: &str, counts: TermCounts) {
+        self.keep_term_at(caller, kind, term, counts, Instant::now());
+    }
+
+    fn size_at(&self, caller: &str, kind: &str, now: Instant) -> Option<i64> {
+        self.sizes.get_at(&key(caller, kind), now)
+    }
+
+    fn keep_size_at(&self, caller: &str, kind: &str, size: i64, now: Instant) {
+        self.sizes.put_at(key(caller, kind), size, now);
+    }
+
+    fn term_at(&self, caller: &str, kind: &str, term: &str, now: Instant) -> Option<TermCounts> {
+        self.terms.get_at(&term_key(caller, kind, term), now)
+    }
+
+    fn keep_term_at(&self, caller: &str, kind: &str, term: &str, counts: TermCounts, now: Instant) {
+        self.terms.put_at(term_key(caller, kind, term), counts, now);
     }
 }
 
@@ -61,7 +137,12 @@ fn key(caller: &str, kind: &str) -> String {
     format!("{caller}\n{kind}")
 }
 
-/// A caller as [`HistorySizes`] knows it: its tenant and user.
+/// As [`key`]; kinds hold no line break either, so the term is the rest, whatever it holds.
+fn term_key(caller: &str, kind: &str, term: &str) -> String {
+    format!("{caller}\n{kind}\n{term}")
+}
+
+/// A caller as [`HistoryStats`] knows it: its tenant and user.
 pub fn caller(tenant: &str, user: &str) -> String {
     format!("{tenant}\n{user}")
 }
@@ -72,53 +153,79 @@ mod tests {
 
     #[test]
     fn a_size_is_kept_a_minute_for_its_caller_and_kind_only() {
-        let sizes = HistorySizes::default();
+        let stats = HistoryStats::default();
         let now = Instant::now();
         let alice = caller("t1", "alice");
-        sizes.put_at(&alice, "chunks", 125_000, now);
-        assert_eq!(sizes.get_at(&alice, "chunks", now), Some(125_000));
-        assert_eq!(sizes.get_at(&alice, "messages", now), None);
-        assert_eq!(sizes.get_at(&caller("t2", "alice"), "chunks", now), None);
+        stats.keep_size_at(&alice, "chunks", 125_000, now);
+        assert_eq!(stats.size_at(&alice, "chunks", now), Some(125_000));
+        assert_eq!(stats.size_at(&alice, "messages", now), None);
+        assert_eq!(stats.size_at(&caller("t2", "alice"), "chunks", now), None);
         // "t1\nalice" + "chunks" must not be "t1" + "alice\nchunks" or any other split.
-        assert_eq!(sizes.get_at(&caller("t1", "alice\nchunks"), "", now), None);
+        assert_eq!(stats.size_at(&caller("t1", "alice\nchunks"), "", now), None);
         assert_eq!(
-            sizes.get_at(&alice, "chunks", now + KEPT - Duration::from_millis(1)),
+            stats.size_at(&alice, "chunks", now + KEPT - Duration::from_millis(1)),
             Some(125_000)
         );
-        assert_eq!(sizes.get_at(&alice, "chunks", now + KEPT), None);
+        assert_eq!(stats.size_at(&alice, "chunks", now + KEPT), None);
     }
 
     #[test]
-    fn the_kept_sizes_are_bounded() {
-        let sizes = HistorySizes::default();
+    fn a_terms_counts_are_kept_a_minute_for_its_caller_kind_and_term_only() {
+        let stats = HistoryStats::default();
+        let now = Instant::now();
+        let alice = caller("t1", "alice");
+        let counts = TermCounts {
+            in_sample: 3,
+            sample: 5_000,
+            capped: Some(120),
+        };
+        stats.keep_term_at(&alice, "messages", "deploy", counts, now);
+        assert_eq!(
+            stats.term_at(&alice, "messages", "deploy", now),
+            Some(counts)
+        );
+        assert_eq!(stats.term_at(&alice, "chunks", "deploy", now), None);
+        assert_eq!(stats.term_at(&alice, "messages", "deplo", now), None);
+        assert_eq!(
+            stats.term_at(&caller("t1", "bob"), "messages", "deploy", now),
+            None
+        );
+        assert_eq!(
+            stats.term_at(&caller("t2", "alice"), "messages", "deploy", now),
+            None
+        );
+        // Terms are not sizes, whatever the key.
+        assert_eq!(stats.size_at(&alice, "messages\ndeploy", now), None);
+        assert_eq!(
+            stats.term_at(&alice, "messages", "deploy", now + KEPT),
+            None
+        );
+    }
+
+    #[test]
+    fn the_kept_values_are_bounded() {
+        let kept = Kept::new(100);
         let now = Instant::now();
         let half = now + KEPT / 2;
-        for i in 0..MOST {
+        for i in 0..100 {
             let at = if i % 2 == 0 { now } else { half };
-            sizes.put_at(&caller("t", &i.to_string()), "chunks", 5_000, at);
+            kept.put_at(i.to_string(), 5_000, at);
         }
         // Full, half of them expired by then: only those go.
         let later = now + KEPT;
-        sizes.put_at(&caller("t", "later"), "chunks", 6_000, later);
-        assert_eq!(sizes.sizes.lock().unwrap().len(), MOST / 2 + 1);
-        assert_eq!(
-            sizes.get_at(&caller("t", "1"), "chunks", later),
-            Some(5_000)
-        );
-        assert_eq!(
-            sizes.get_at(&caller("t", "later"), "chunks", later),
-            Some(6_000)
-        );
-        // Full of fresh sizes: all go for the new one.
-        let sizes = HistorySizes::default();
-        for i in 0..MOST {
-            sizes.put_at(&caller("u", &i.to_string()), "chunks", 5_000, later);
+        kept.put_at("later".into(), 6_000, later);
+        assert_eq!(kept.len(), 51);
+        assert_eq!(kept.get_at("1", later), Some(5_000));
+        assert_eq!(kept.get_at("later", later), Some(6_000));
+        // Full of fresh values: all go for the new one.
+        let kept = Kept::new(100);
+        for i in 0..100 {
+            kept.put_at(i.to_string(), 5_000, later);
         }
-        sizes.put_at(&caller("t", "last"), "chunks", 7_000, later);
-        assert_eq!(sizes.sizes.lock().unwrap().len(), 1);
-        assert_eq!(
-            sizes.get_at(&caller("t", "last"), "chunks", later),
-            Some(7_000)
-        );
+        kept.put_at("last".into(), 7_000, later);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept.get_at("last", later), Some(7_000));
+        assert_eq!(HistoryStats::default().sizes.most, MOST_SIZES);
+        assert_eq!(HistoryStats::default().terms.most, MOST_TERMS);
     }
 }
