@@ -9,8 +9,8 @@ use utoipa::ToSchema;
 
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::search::fusion::NEIGHBOUR_WEIGHT;
 use crate::search::fusion::candidates;
+use crate::search::fusion::{LIFTS, Stream};
 use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
     matches_cte, scored_cte,
@@ -428,30 +428,29 @@ pub fn filters(
 }
 
 /// The message just before and just after each of `seqs` in its session (user and assistant
-/// messages, by time), for [`lift_by_neighbours`].
-async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, [Option<i64>; 2]>> {
+/// messages, by time), and which of them only ask, for [`lift_by_neighbours`].
+async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, Stream<i64>>> {
     if seqs.is_empty() {
         return Ok(HashMap::new());
     }
-    struct NeighbourRow {
-        seq: i64,
-        previous: Option<i64>,
-        next: Option<i64>,
-    }
-    let rows = sqlx::query_as!(
-        NeighbourRow,
-        r#"SELECT m.seq,
-                (SELECT p.seq FROM conversation_messages p
-                 WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
-                   AND p.session_id = m.session_id AND p.sender IN ('user', 'ai')
-                   AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
-                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1) AS "previous?",
-                (SELECT n.seq FROM conversation_messages n
-                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
-                   AND n.session_id = m.session_id AND n.sender IN ('user', 'ai')
-                   AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
-                 ORDER BY n.sent_at, n.seq LIMIT 1) AS "next?"
+    let rows = sqlx::query!(
+        r#"SELECT m.seq, p.seq AS "previous?", coalesce(mnemo_only_asks(p.text), false) AS "previous_asks!",
+                n.seq AS "next?", coalesce(mnemo_only_asks(m.text), false) AS "asks!"
          FROM conversation_messages m
+         LEFT JOIN LATERAL (
+             SELECT p.seq, p.text FROM conversation_messages p
+             WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
+               AND p.session_id = m.session_id AND p.sender IN ('user', 'ai')
+               AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
+             ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1
+         ) p ON true
+         LEFT JOIN LATERAL (
+             SELECT n.seq FROM conversation_messages n
+             WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
+               AND n.session_id = m.session_id AND n.sender IN ('user', 'ai')
+               AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
+             ORDER BY n.sent_at, n.seq LIMIT 1
+         ) n ON true
          WHERE m.tenant_id = current_setting('mnemo.tenant')
            AND m.user_id = current_setting('mnemo.user')
            AND m.seq = ANY($1)"#,
@@ -461,7 +460,15 @@ async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, [
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| (r.seq, [r.previous, r.next]))
+        .map(|r| {
+            let stream = Stream {
+                previous: r.previous,
+                previous_asks: r.previous_asks,
+                next: r.next,
+                asks: r.asks,
+            };
+            (r.seq, stream)
+        })
         .collect())
 }
 
@@ -510,10 +517,10 @@ pub async fn search_messages(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
     );
-    let lifted = liftable(&ranked, limit as usize, NEIGHBOUR_WEIGHT);
+    let lifted = liftable(&ranked, limit as usize, LIFTS);
     let seqs: Vec<i64> = ranked[..lifted].iter().map(|r| r.id).collect();
     let neighbours = neighbours(conn, &seqs).await?;
-    lift_by_neighbours(&mut ranked, &neighbours, NEIGHBOUR_WEIGHT);
+    lift_by_neighbours(&mut ranked, &neighbours, LIFTS);
     let has_more = ranked.len() > limit as usize;
     ranked.truncate(limit as usize);
 

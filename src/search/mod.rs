@@ -15,7 +15,9 @@ use crate::AppState;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
-pub use fusion::{Candidate, Fused, follow_weight, fuse, lift_by_neighbours, liftable};
+pub use fusion::{
+    Candidate, Fused, Lifts, Stream, follow_weight, fuse, lift_by_neighbours, liftable,
+};
 pub use query::TextQuery;
 
 /// How a search ranks.

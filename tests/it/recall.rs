@@ -430,6 +430,88 @@ async fn a_keyword_search_finds_the_turn_after_a_match(pool: PgPool) {
     assert_eq!(keys(&found), ["asked"], "{found}");
 }
 
+/// A text that only asks yields to the text after it: the question's own score drops by a fifth
+/// and the answer gains 0.3 of it, in every mode. Here every text holds both words of the
+/// query, so each scores `s` by its words: the question ends at 0.8 s + 0.2 × 1.2 s (its
+/// neighbour) = 1.04 s, the answer at 1.2 s (its words and the turn-after lift of a keyword
+/// search) + 0.2 s (its neighbour) + 0.3 s (the question before it) = 1.7 s, where without the
+/// rule they would score 1.24 s and 1.4 s. A statement alone keeps its `s`.
+#[sqlx::test]
+async fn a_turn_that_only_asks_yields_to_its_answer(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("acme", "alice");
+    for (key, thread, content) in [
+        (
+            "asked",
+            "chat",
+            "Tom: Who looked after the dog? Was it Lisbon?",
+        ),
+        ("answer", "chat", "Maya: My neighbour looked after the dog."),
+        ("alone", "notes", "Maya: The dog looked after itself."),
+    ] {
+        expect(
+            app.put(&format!("/api/memories/{key}"), &token)
+                .json(&json!({"content": content, "thread_id": thread})),
+            201,
+        )
+        .await;
+    }
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "Who looked after the dog?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found), ["answer", "asked", "alone"], "{found}");
+    let hits = found["hits"].as_array().unwrap();
+    let score = |i: usize| hits[i]["score"].as_f64().unwrap();
+    let s = score(2);
+    assert!((score(0) / s - 1.7).abs() < 1e-3, "{found}");
+    assert!((score(1) / s - 1.04).abs() < 1e-3, "{found}");
+
+    // The same in a conversation; a question mark inside a statement is no question.
+    let alice = app.token("acme", "alice");
+    archive(
+        &app,
+        &alice,
+        "trip",
+        &[
+            (
+                "asked",
+                "user",
+                "Who looked after the dog while you were away?",
+            ),
+            ("answer", "ai", "My neighbour looked after the dog."),
+        ],
+    )
+    .await;
+    archive(
+        &app,
+        &alice,
+        "other",
+        &[(
+            "statement",
+            "user",
+            "Who looked after the dog? My neighbour did.",
+        )],
+    )
+    .await;
+    let found = expect(
+        app.post(CHAT_SEARCH, &alice)
+            .json(&json!({"query": "Who looked after the dog?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(
+        message_ids(&found),
+        ["answer", "asked", "statement"],
+        "{found}"
+    );
+    let hits = found["hits"].as_array().unwrap();
+    let score = |i: usize| hits[i]["score"].as_f64().unwrap();
+    assert!((score(1) / score(2) - 1.04).abs() < 1e-3, "{found}");
+}
+
 /// The message after a matching one in its session is found too, within the time filters.
 #[sqlx::test]
 async fn a_keyword_chat_search_finds_the_message_after_a_match(pool: PgPool) {

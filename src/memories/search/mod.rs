@@ -13,8 +13,8 @@ use super::placeholder;
 use super::store::check_metadata;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::search::fusion::NEIGHBOUR_WEIGHT;
 use crate::search::fusion::candidates;
+use crate::search::fusion::{LIFTS, Stream};
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
 };
@@ -65,29 +65,39 @@ struct Shown {
 }
 
 /// The memory written just before and just after each of `ids` in the same agent and thread
-/// (by creation time), for [`lift_by_neighbours`]. Two index probes per memory.
-async fn neighbours(
-    conn: &mut Scoped,
-    ids: &[Uuid],
-) -> ApiResult<HashMap<Uuid, [Option<Uuid>; 2]>> {
+/// (by creation time), and which of them only ask (a memory of one chunk whose text is only
+/// questions), for [`lift_by_neighbours`]. Two index probes per memory.
+async fn neighbours(conn: &mut Scoped, ids: &[Uuid]) -> ApiResult<HashMap<Uuid, Stream<Uuid>>> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
     let rows = sqlx::query!(
-        r#"SELECT m.id,
-                (SELECT p.id FROM agent_memories p
-                 WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
-                   AND coalesce(p.agent_id, '') = coalesce(m.agent_id, '')
-                   AND coalesce(p.thread_id, '') = coalesce(m.thread_id, '')
-                   AND (p.created_at, p.id) < (m.created_at, m.id)
-                 ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS "previous?",
-                (SELECT n.id FROM agent_memories n
-                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
-                   AND coalesce(n.agent_id, '') = coalesce(m.agent_id, '')
-                   AND coalesce(n.thread_id, '') = coalesce(m.thread_id, '')
-                   AND (n.created_at, n.id) > (m.created_at, m.id)
-                 ORDER BY n.created_at, n.id LIMIT 1) AS "next?"
+        r#"SELECT m.id, p.id AS "previous?", coalesce(p.asks, false) AS "previous_asks!",
+                n.id AS "next?",
+                coalesce((SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
+                          WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
+                            AND c.memory_id = m.id AND m.chunk_count = 1), false) AS "asks!"
          FROM agent_memories m
+         LEFT JOIN LATERAL (
+             SELECT p.id,
+                    (SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
+                     WHERE c.tenant_id = p.tenant_id AND c.user_id = p.user_id
+                       AND c.memory_id = p.id AND p.chunk_count = 1) AS asks
+             FROM agent_memories p
+             WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
+               AND coalesce(p.agent_id, '') = coalesce(m.agent_id, '')
+               AND coalesce(p.thread_id, '') = coalesce(m.thread_id, '')
+               AND (p.created_at, p.id) < (m.created_at, m.id)
+             ORDER BY p.created_at DESC, p.id DESC LIMIT 1
+         ) p ON true
+         LEFT JOIN LATERAL (
+             SELECT n.id FROM agent_memories n
+             WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
+               AND coalesce(n.agent_id, '') = coalesce(m.agent_id, '')
+               AND coalesce(n.thread_id, '') = coalesce(m.thread_id, '')
+               AND (n.created_at, n.id) > (m.created_at, m.id)
+             ORDER BY n.created_at, n.id LIMIT 1
+         ) n ON true
          WHERE m.tenant_id = current_setting('mnemo.tenant')
            AND m.user_id = current_setting('mnemo.user')
            AND m.id = ANY($1)"#,
@@ -97,7 +107,15 @@ async fn neighbours(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|row| (row.id, [row.previous, row.next]))
+        .map(|row| {
+            let stream = Stream {
+                previous: row.previous,
+                previous_asks: row.previous_asks,
+                next: row.next,
+                asks: row.asks,
+            };
+            (row.id, stream)
+        })
         .collect())
 }
 
@@ -172,10 +190,10 @@ pub async fn search_memory(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
     );
-    let lifted = liftable(&ranked, limit as usize, NEIGHBOUR_WEIGHT);
+    let lifted = liftable(&ranked, limit as usize, LIFTS);
     let ids: Vec<Uuid> = ranked[..lifted].iter().map(|r| r.id).collect();
     let neighbours = neighbours(conn, &ids).await?;
-    lift_by_neighbours(&mut ranked, &neighbours, NEIGHBOUR_WEIGHT);
+    lift_by_neighbours(&mut ranked, &neighbours, LIFTS);
     let has_more = ranked.len() > limit as usize;
     ranked.truncate(limit as usize);
 
