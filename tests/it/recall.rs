@@ -44,6 +44,18 @@ async fn store_turns(app: &TestApp, token: &str) {
     }
 }
 
+/// Stores each `(key, thread, content)` as a detail memory in that thread, in order.
+async fn put_in_threads(app: &TestApp, token: &str, memories: &[(&str, &str, &str)]) {
+    for (key, thread, content) in memories {
+        expect(
+            app.put(&format!("/api/memories/{key}"), token)
+                .json(&json!({"content": content, "thread_id": thread})),
+            201,
+        )
+        .await;
+    }
+}
+
 fn keys(found: &Value) -> Vec<String> {
     found["hits"]
         .as_array()
@@ -337,22 +349,20 @@ async fn semantic_and_hybrid_rank_by_meaning(pool: PgPool) {
 async fn a_reply_is_lifted_by_the_turn_before_it(pool: PgPool) {
     let app = TestApp::new(pool).await;
     let token = app.token("acme", "alice");
-    for (key, thread, content) in [
-        ("q", "chat", "Tom: What did you make in your pottery class?"),
-        ("a", "chat", "Maya: A crooked bowl, glazed green."),
-        (
-            "other",
-            "market",
-            "Maya: A green bowl from the flea market.",
-        ),
-    ] {
-        expect(
-            app.put(&format!("/api/memories/{key}"), &token)
-                .json(&json!({"content": content, "thread_id": thread})),
-            201,
-        )
-        .await;
-    }
+    put_in_threads(
+        &app,
+        &token,
+        &[
+            ("q", "chat", "Tom: What did you make in your pottery class?"),
+            ("a", "chat", "Maya: A crooked bowl, glazed green."),
+            (
+                "other",
+                "market",
+                "Maya: A green bowl from the flea market.",
+            ),
+        ],
+    )
+    .await;
     let found = expect(
         app.post(SEARCH, &token)
             .json(&json!({"query": "green bowl from pottery", "mode": "keyword"})),
@@ -440,22 +450,20 @@ async fn a_keyword_search_finds_the_turn_after_a_match(pool: PgPool) {
 async fn a_turn_that_only_asks_yields_to_its_answer(pool: PgPool) {
     let app = TestApp::new(pool).await;
     let token = app.token("acme", "alice");
-    for (key, thread, content) in [
-        (
-            "asked",
-            "chat",
-            "Tom: Who looked after the dog? Was it Lisbon?",
-        ),
-        ("answer", "chat", "Maya: My neighbour looked after the dog."),
-        ("alone", "notes", "Maya: The dog looked after itself."),
-    ] {
-        expect(
-            app.put(&format!("/api/memories/{key}"), &token)
-                .json(&json!({"content": content, "thread_id": thread})),
-            201,
-        )
-        .await;
-    }
+    put_in_threads(
+        &app,
+        &token,
+        &[
+            (
+                "asked",
+                "chat",
+                "Tom: Who looked after the dog? Was it Lisbon?",
+            ),
+            ("answer", "chat", "Maya: My neighbour looked after the dog."),
+            ("alone", "notes", "Maya: The dog looked after itself."),
+        ],
+    )
+    .await;
     let found = expect(
         app.post(SEARCH, &token)
             .json(&json!({"query": "Who looked after the dog?", "mode": "keyword"})),
