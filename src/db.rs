@@ -424,6 +424,14 @@ impl Scoped {
         caller.stats.term(&caller.id, kind, term)
     }
 
+    /// Whether a search of the last minute kept counts of any term in this user's texts of
+    /// `kind`.
+    pub fn any_term_counts(&self, kind: &str) -> bool {
+        self.caller
+            .as_ref()
+            .is_some_and(|caller| caller.stats.any_term(&caller.id, kind))
+    }
+
     /// Keeps `counts`, just made, as those of `term` in this user's texts of `kind`.
     pub fn keep_term_counts(&self, kind: &str, term: &str, counts: TermCounts) {
         if let Some(caller) = &self.caller {

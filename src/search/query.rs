@@ -201,16 +201,14 @@ pub const COMMON_SHARE: f64 = 0.01;
 /// rare (its matches are all read); as many, and it is common in older texts.
 pub const RARE_CAP: i64 = 5000;
 
-/// A query term counted in the sample: `in_sample` of the `sample` newest texts hold it, of the
-/// `corpus` the caller has; `capped`: for a term under [`COMMON_SHARE`] of the sample, its
-/// matches in all the caller's texts, counted up to [`RARE_CAP`].
+/// A query term counted in the sample, of the `corpus` texts the caller has (see
+/// [`TermCounts`]).
 #[derive(Debug, sqlx::FromRow)]
 pub struct TermSample {
     pub term: String,
-    pub in_sample: i64,
-    pub sample: i64,
     pub corpus: i64,
-    pub capped: Option<i64>,
+    #[sqlx(flatten)]
+    pub counts: TermCounts,
 }
 
 /// The statement listing the query's terms (`$1`, `$2` as in [`QUERY_CTE`]) that
@@ -220,27 +218,29 @@ const SAMPLED_TERMS_SQL: &str = "SELECT t.term
      WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0
      ORDER BY t.o";
 
-/// The statement counting the query's terms (`$1`, `$2` as in [`QUERY_CTE`]) among `$6` in the
-/// newest `$3` texts, and the matches (up to `$4`) of those that are not common there, of the
-/// `$5` texts the caller has: `recent` selects the texts' `tsv` newest first (without the
-/// limit), `matching` the caller's texts holding the tsquery `t.tq`.
+/// The statement counting the query's terms (`$1`, `$2` as in [`QUERY_CTE`]) among `$6` (all
+/// of them when `$6` is null) in the newest `$3` texts, and the matches (up to `$4`) of those
+/// that are not common there, of the `$5` texts the caller has, in the query's order: `recent`
+/// selects the texts' `tsv` newest first (without the limit), `matching` the caller's texts
+/// holding the tsquery `t.tq`.
 fn term_sample_sql(recent: &str, matching: &str) -> String {
     format!(
         "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3), counted AS MATERIALIZED (
              -- Computed once: inlined, each count would run again for the test of its share.
-             SELECT t.term, quote_literal(t.term)::tsquery AS tq,
+             SELECT t.term, t.o, quote_literal(t.term)::tsquery AS tq,
                     (SELECT count(*) FROM recent r
                      WHERE r.tsv @@ quote_literal(t.term)::tsquery) AS in_sample,
                     (SELECT count(*) FROM recent) AS sample
-             FROM q, unnest(q.terms) AS t(term)
+             FROM q, unnest(q.terms) WITH ORDINALITY AS t(term, o)
              WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0
-               AND t.term = ANY($6::text[])
+               AND ($6::text[] IS NULL OR t.term = ANY($6::text[]))
          )
          SELECT t.term, t.in_sample, t.sample, $5::int8 AS corpus,
                 CASE WHEN t.in_sample::float8 < {COMMON_SHARE} * t.sample THEN
                     (SELECT count(*) FROM ({matching} LIMIT $4) x)
                 END AS capped
-         FROM counted t"
+         FROM counted t
+         ORDER BY t.o"
     )
 }
 
@@ -295,7 +295,7 @@ pub async fn choose_ranking(
     // A sample short of its size read every text there is (the history shrank since it was
     // counted): its count is the exact one.
     let exact = Ranking::Exact {
-        texts: first.sample,
+        texts: first.counts.sample,
     };
     Ok(bounded_terms(&terms).map_or(exact, Ranking::Bounded))
 }
@@ -312,13 +312,19 @@ async fn count_texts(conn: &mut Scoped, corpus: &str) -> Result<i64, sqlx::Error
 
 /// The counts of the terms of `text` over the caller's `texts` of `corpus`, in the query's
 /// order: those a search of the last minute made are kept (see [`crate::search::sizes`]), the
-/// others counted by [`term_sample_sql`]'s statement.
+/// others counted by [`term_sample_sql`]'s statement. With none kept for the caller and kind,
+/// that statement counts every term at once; otherwise the terms are listed first, and only the
+/// ones not kept are counted.
 async fn sample_terms(
     conn: &mut Scoped,
     corpus: &Corpus,
     text: &TextQuery,
     texts: i64,
 ) -> Result<Vec<TermSample>, sqlx::Error> {
+    if !conn.any_term_counts(corpus.kind) {
+        let counted = count_terms(conn, corpus, text, texts, None).await?;
+        return Ok(counted);
+    }
     // Runtime: the text is each search's own (see `term_sample_sql`), not a literal here.
     let names: Vec<String> = sqlx::query_scalar(&format!("WITH {QUERY_CTE} {SAMPLED_TERMS_SQL}"))
         .bind(&text.any)
@@ -337,26 +343,7 @@ async fn sample_terms(
         .collect();
     let mut counted: HashMap<String, TermSample> = HashMap::new();
     if !missing.is_empty() {
-        let sql = term_sample_sql(corpus.recent, corpus.matching);
-        let rows = sqlx::query_as::<_, TermSample>(&sql)
-            .bind(&text.any)
-            .bind(&text.none)
-            .bind(KEYWORD_SAMPLE)
-            .bind(RARE_CAP)
-            .bind(texts)
-            .bind(&missing)
-            .fetch_all(&mut *conn)
-            .await?;
-        for row in rows {
-            conn.keep_term_counts(
-                corpus.kind,
-                &row.term,
-                TermCounts {
-                    in_sample: row.in_sample,
-                    sample: row.sample,
-                    capped: row.capped,
-                },
-            );
+        for row in count_terms(conn, corpus, text, texts, Some(&missing)).await? {
             counted.insert(row.term.clone(), row);
         }
     }
@@ -364,16 +351,39 @@ async fn sample_terms(
         .into_iter()
         .zip(kept)
         .filter_map(|(term, kept)| match kept {
-            Some(c) => Some(TermSample {
+            Some(counts) => Some(TermSample {
                 term,
-                in_sample: c.in_sample,
-                sample: c.sample,
                 corpus: texts,
-                capped: c.capped,
+                counts,
             }),
             None => counted.remove(&term),
         })
         .collect())
+}
+
+/// Counts `only` the given terms of `text` (all of them when `None`) with [`term_sample_sql`]'s
+/// statement, and keeps their counts.
+async fn count_terms(
+    conn: &mut Scoped,
+    corpus: &Corpus,
+    text: &TextQuery,
+    texts: i64,
+    only: Option<&[&str]>,
+) -> Result<Vec<TermSample>, sqlx::Error> {
+    let sql = term_sample_sql(corpus.recent, corpus.matching);
+    let rows = sqlx::query_as::<_, TermSample>(&sql)
+        .bind(&text.any)
+        .bind(&text.none)
+        .bind(KEYWORD_SAMPLE)
+        .bind(RARE_CAP)
+        .bind(texts)
+        .bind(only)
+        .fetch_all(&mut *conn)
+        .await?;
+    for row in &rows {
+        conn.keep_term_counts(corpus.kind, &row.term, row.counts);
+    }
+    Ok(rows)
 }
 
 /// The terms of a search over a history longer than the sample, for the bounded ranking.
@@ -398,11 +408,11 @@ pub struct BoundedTerms {
 /// texts only) is given the geometric mean of that floor and the corpus, a middle weight.
 pub fn bounded_terms(terms: &[TermSample]) -> Option<BoundedTerms> {
     let first = terms.first()?;
-    if first.sample < KEYWORD_SAMPLE {
+    if first.counts.sample < KEYWORD_SAMPLE {
         return None;
     }
-    let sample = first.sample as f64;
-    let corpus = first.corpus.max(first.sample) as f64;
+    let sample = first.counts.sample as f64;
+    let corpus = first.corpus.max(first.counts.sample) as f64;
     let mut bounded = BoundedTerms {
         names: Vec::with_capacity(terms.len()),
         estimates: Vec::with_capacity(terms.len()),
@@ -410,9 +420,9 @@ pub fn bounded_terms(terms: &[TermSample]) -> Option<BoundedTerms> {
         corpus,
     };
     for term in terms {
-        let share = term.in_sample as f64 / sample;
+        let share = term.counts.in_sample as f64 / sample;
         bounded.names.push(term.term.clone());
-        match term.capped {
+        match term.counts.capped {
             Some(found) if found < RARE_CAP => {
                 bounded.estimates.push(None);
                 bounded.rare_terms.push(term.term.clone());
@@ -478,10 +488,12 @@ mod tests {
         let capped = ((in_sample as f64) < COMMON_SHARE * sample as f64).then_some(in_sample);
         TermSample {
             term: term.into(),
-            in_sample,
-            sample,
             corpus,
-            capped,
+            counts: TermCounts {
+                in_sample,
+                sample,
+                capped,
+            },
         }
     }
 
@@ -505,10 +517,8 @@ mod tests {
         assert!(bounded.rare_terms.is_empty());
         // Absent from the newest texts but common in older ones: not read in full, and weighed
         // between the floor and the corpus.
-        let old = TermSample {
-            capped: Some(RARE_CAP),
-            ..sample("migration", 0, n, 1_000_000)
-        };
+        let mut old = sample("migration", 0, n, 1_000_000);
+        old.counts.capped = Some(RARE_CAP);
         let bounded = bounded_terms(&[old]).unwrap();
         assert!(bounded.rare_terms.is_empty());
         let estimate = bounded.estimates[0].unwrap();

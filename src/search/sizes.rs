@@ -33,7 +33,7 @@ const MOST_TERMS: usize = 100_000;
 
 /// A term of a search counted in a long history: `in_sample` of the `sample` newest texts hold
 /// it; `capped`, for a term rare among them, its matches in all the texts, up to a cap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
 pub struct TermCounts {
     pub in_sample: i64,
     pub sample: i64,
@@ -83,6 +83,9 @@ impl<V: Copy> Kept<V> {
 pub struct HistoryStats {
     sizes: Kept<i64>,
     terms: Kept<TermCounts>,
+    /// The callers and kinds with term counts kept: for the others a search counts all its
+    /// terms at once, without first listing them to see which are kept.
+    counted: Kept<()>,
 }
 
 impl Default for HistoryStats {
@@ -90,6 +93,7 @@ impl Default for HistoryStats {
         HistoryStats {
             sizes: Kept::new(MOST_SIZES),
             terms: Kept::new(MOST_TERMS),
+            counted: Kept::new(MOST_SIZES),
         }
     }
 }
@@ -115,6 +119,15 @@ impl HistoryStats {
         self.keep_term_at(caller, kind, term, counts, Instant::now());
     }
 
+    /// Whether counts of any term in `caller`'s texts of `kind` were kept in the last [`KEPT`].
+    pub fn any_term(&self, caller: &str, kind: &str) -> bool {
+        self.any_term_at(caller, kind, Instant::now())
+    }
+
+    fn any_term_at(&self, caller: &str, kind: &str, now: Instant) -> bool {
+        self.counted.get_at(&key(caller, kind), now).is_some()
+    }
+
     fn size_at(&self, caller: &str, kind: &str, now: Instant) -> Option<i64> {
         self.sizes.get_at(&key(caller, kind), now)
     }
@@ -129,6 +142,7 @@ impl HistoryStats {
 
     fn keep_term_at(&self, caller: &str, kind: &str, term: &str, counts: TermCounts, now: Instant) {
         self.terms.put_at(term_key(caller, kind, term), counts, now);
+        self.counted.put_at(key(caller, kind), (), now);
     }
 }
 
@@ -179,7 +193,12 @@ mod tests {
             sample: 5_000,
             capped: Some(120),
         };
+        assert!(!stats.any_term_at(&alice, "messages", now));
         stats.keep_term_at(&alice, "messages", "deploy", counts, now);
+        assert!(stats.any_term_at(&alice, "messages", now));
+        assert!(!stats.any_term_at(&alice, "chunks", now));
+        assert!(!stats.any_term_at(&caller("t1", "bob"), "messages", now));
+        assert!(!stats.any_term_at(&alice, "messages", now + KEPT));
         assert_eq!(
             stats.term_at(&alice, "messages", "deploy", now),
             Some(counts)
