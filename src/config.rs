@@ -106,6 +106,11 @@ pub struct Config {
     #[arg(long, env = "MNEMO_SEARCH_KEYWORD_WEIGHT", default_value_t = crate::search::fusion::KEYWORD_WEIGHT)]
     pub search_keyword_weight: f32,
 
+    /// Share of its crowding (its mean similarity to its closest fellow candidates) that a
+    /// candidate's similarity loses in the ranking of a semantic or hybrid search (0 to 1).
+    #[arg(long, env = "MNEMO_SEARCH_CROWD_WEIGHT", default_value_t = crate::search::similarity::CROWD_WEIGHT)]
+    pub search_crowd_weight: f32,
+
     /// Hours the first successful response to a request with an `Idempotency-Key` is kept for
     /// replays; a key older than this is free again.
     #[arg(long, env = "MNEMO_IDEMPOTENCY_TTL_HOURS", default_value_t = 24)]
@@ -187,6 +192,9 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&self.search_keyword_weight) {
             return Err("MNEMO_SEARCH_KEYWORD_WEIGHT must be between 0 and 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.search_crowd_weight) {
+            return Err("MNEMO_SEARCH_CROWD_WEIGHT must be between 0 and 1".into());
         }
         if self.memory_max_bytes == 0 {
             return Err("MNEMO_MEMORY_MAX_BYTES must be at least 1".into());
@@ -299,6 +307,7 @@ impl fmt::Debug for Config {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("memory_max_bytes", &self.memory_max_bytes)
             .field("search_keyword_weight", &self.search_keyword_weight)
+            .field("search_crowd_weight", &self.search_crowd_weight)
             .field("db_statement_timeout_secs", &self.db_statement_timeout_secs)
             .field("max_connections", &self.max_connections)
             .field("max_connections_per_ip", &self.max_connections_per_ip)

@@ -9,13 +9,13 @@ use utoipa::ToSchema;
 
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::search::fusion::candidates;
 use crate::search::fusion::{LIFTS, Stream};
+use crate::search::fusion::{candidates, set_crowding};
 use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
     matches_cte, scored_cte,
 };
-use crate::search::similarity::{grouped_cte, mean_similarity};
+use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
 };
@@ -109,6 +109,9 @@ const CANDIDATES: i64 = 100;
 struct Scored {
     seq: i64,
     score: f32,
+    /// The message's vector alone, on the vector side (for its crowding).
+    #[sqlx(default)]
+    alone: Option<pgvector::Vector>,
 }
 
 struct Shown {
@@ -344,7 +347,8 @@ async fn vector_candidates(
     // the caller's vectors once and looks each message up by its key.
     let sql = format!(
         "WITH near AS (
-         SELECT m.seq, v.session_id, v.message_id, v.with_context, 1 - {distance} AS score
+         SELECT m.seq, v.session_id, v.message_id, v.with_context, v.embedding,
+                1 - {distance} AS score
          FROM message_vectors v
          JOIN conversation_messages m
            ON m.tenant_id = v.tenant_id AND m.user_id = v.user_id
@@ -364,7 +368,7 @@ async fn vector_candidates(
          ORDER BY {distance}
          LIMIT $8
          ), {messages}
-         SELECT n.seq, {similarity} AS score FROM messages n",
+         SELECT n.seq, {similarity} AS score, {alone} AS alone FROM messages n",
         messages = grouped_cte("messages", "seq, session_id, message_id", ""),
         similarity = mean_similarity(
             "message_vectors",
@@ -372,6 +376,7 @@ async fn vector_candidates(
             &["session_id", "message_id"],
             &distance
         ),
+        alone = alone_vector("message_vectors", "n", &["session_id", "message_id"]),
     );
     // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
     let query = sqlx::query_as::<_, Scored>(&sql)
@@ -512,7 +517,16 @@ pub async fn search_messages(
     }
     let pairs =
         |side: &[Scored]| -> Vec<(i64, f32)> { side.iter().map(|s| (s.seq, s.score)).collect() };
-    let candidates = candidates(&pairs(&keyword), &pairs(&near));
+    let mut candidates = candidates(&pairs(&keyword), &pairs(&near));
+    let alone: Vec<(i64, Option<&[f32]>)> = near
+        .iter()
+        .map(|n| (n.seq, n.alone.as_ref().map(|v| v.as_slice())))
+        .collect();
+    set_crowding(
+        &mut candidates,
+        &alone,
+        vector.map_or(0.0, |v| v.crowd_weight),
+    );
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),

@@ -366,12 +366,13 @@ pub struct SearchHit {
     /// Matching text with the matched words in `**bold**` (a semantic-only hit: the start of
     /// the closest chunk).
     pub snippet: String,
-    /// The rank score, higher is better: the keyword rank in `keyword` mode, the similarity in
-    /// `semantic` mode, their fusion in `hybrid` mode.
+    /// The rank score, higher is better: the keyword rank in `keyword` mode, the similarity less
+    /// its crowding discount in `semantic` mode, their fusion in `hybrid` mode.
     pub score: f32,
     /// Place among the keyword matches (1 = best), when the words matched.
     pub keyword_rank: Option<u32>,
-    /// Place by similarity (1 = closest), when the memory has been embedded.
+    /// Place by similarity less the crowding discount (1 = closest), when the memory has been
+    /// embedded.
     pub vector_rank: Option<u32>,
     /// Cosine similarity of the closest chunk to the query, when compared.
     pub similarity: Option<f32>,

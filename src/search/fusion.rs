@@ -11,7 +11,11 @@
 //! A text has two vectors, of itself alone and of itself after what precedes it in its stream;
 //! its similarity (computed by each search's vector statement) is the mean of the two, or its one
 //! vector's when nothing precedes it. The closer of the two let a text rank on its context alone:
-//! the mean gained 2 points of recall@10 hybrid on the evaluation.
+//! the mean gained 2 points of recall@10 hybrid on the evaluation. The vector side ranks by that
+//! similarity less a share of the candidate's crowding (see [`crowding`]): a generic text close
+//! to every candidate is close to every query too.
+
+use crate::search::similarity::crowding;
 
 /// Default weight of the scaled keyword score in a hybrid score; the similarity has the rest.
 pub const KEYWORD_WEIGHT: f32 = 0.3;
@@ -51,6 +55,9 @@ pub struct Candidate<T> {
     pub keyword: Option<f32>,
     /// Cosine similarity to the query, when the object has a vector.
     pub similarity: Option<f32>,
+    /// How near the other candidates its vector is (see [`crowding`]), times the share of it
+    /// the similarity loses; 0 until [`set_crowding`] sets it.
+    pub crowding: f32,
 }
 
 /// A candidate with its place on each side and its fused score.
@@ -70,7 +77,7 @@ pub struct Fused<T> {
 /// With only one side present (keyword or semantic search) the score is that side's own.
 pub fn fuse<T: Clone>(candidates: Vec<Candidate<T>>, keyword_weight: f32) -> Vec<Fused<T>> {
     let keyword_rank = ranks(&candidates, |c| c.keyword);
-    let vector_rank = ranks(&candidates, |c| c.similarity);
+    let vector_rank = ranks(&candidates, Candidate::closeness);
     let any_keyword = candidates.iter().any(|c| c.keyword.is_some());
     let any_vector = candidates.iter().any(|c| c.similarity.is_some());
     let best_keyword = candidates
@@ -80,7 +87,7 @@ pub fn fuse<T: Clone>(candidates: Vec<Candidate<T>>, keyword_weight: f32) -> Vec
     // A keyword match the indexer has not embedded yet (writes are embedded within seconds)
     // counts as average on the vector side rather than as dissimilar, so a fresh write is not
     // buried below older ones while it waits.
-    let present: Vec<f32> = candidates.iter().filter_map(|c| c.similarity).collect();
+    let present: Vec<f32> = candidates.iter().filter_map(Candidate::closeness).collect();
     let neutral = if present.is_empty() {
         0.0
     } else {
@@ -94,7 +101,7 @@ pub fn fuse<T: Clone>(candidates: Vec<Candidate<T>>, keyword_weight: f32) -> Vec
                 Some(k) if best_keyword > 0.0 => k / best_keyword,
                 _ => 0.0,
             };
-            let similarity = c.similarity.unwrap_or(neutral);
+            let similarity = c.closeness().unwrap_or(neutral);
             let score = match (any_keyword, any_vector) {
                 (true, true) => keyword_weight * scaled + (1.0 - keyword_weight) * similarity,
                 (true, false) => c.keyword.unwrap_or(0.0),
@@ -232,6 +239,7 @@ pub fn candidates<T: PartialEq + Clone>(
             id: id.clone(),
             keyword: Some(*score),
             similarity: near.iter().find(|n| n.0 == *id).map(|n| n.1),
+            crowding: 0.0,
         })
         .collect();
     for (id, score) in near {
@@ -240,10 +248,33 @@ pub fn candidates<T: PartialEq + Clone>(
                 id: id.clone(),
                 keyword: None,
                 similarity: Some(*score),
+                crowding: 0.0,
             });
         }
     }
     out
+}
+
+/// Sets the crowding of the vector side's candidates `near` (each with its vector alone, when
+/// it has one), measured among them (see [`crowding`]), times `weight`.
+pub fn set_crowding<T: PartialEq>(
+    candidates: &mut [Candidate<T>],
+    near: &[(T, Option<&[f32]>)],
+    weight: f32,
+) {
+    let vectors: Vec<Option<&[f32]>> = near.iter().map(|n| n.1).collect();
+    for ((id, _), value) in near.iter().zip(crowding(&vectors)) {
+        if let Some(c) = candidates.iter_mut().find(|c| c.id == *id) {
+            c.crowding = weight * value;
+        }
+    }
+}
+
+impl<T> Candidate<T> {
+    /// What the vector side ranks by: the similarity less the weighed crowding.
+    fn closeness(&self) -> Option<f32> {
+        self.similarity.map(|s| s - self.crowding)
+    }
 }
 
 /// 1-based rank of each candidate by `side` (None where the side has no score).
@@ -273,6 +304,7 @@ mod tests {
             id: id.into(),
             keyword,
             similarity,
+            crowding: 0.0,
         }
     }
 
@@ -349,6 +381,7 @@ mod tests {
                         id: i,
                         keyword: Some(keyword),
                         similarity: None,
+                        crowding: 0.0,
                     }
                 })
                 .collect();

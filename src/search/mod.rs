@@ -80,6 +80,8 @@ pub struct QueryVector {
     pub values: Vec<f32>,
     /// Weight of the scaled keyword score in a hybrid score (`MNEMO_SEARCH_KEYWORD_WEIGHT`).
     pub keyword_weight: f32,
+    /// Share of its crowding a candidate's similarity loses (`MNEMO_SEARCH_CROWD_WEIGHT`).
+    pub crowd_weight: f32,
 }
 
 /// Settings every search sets at its start, for its transaction only: pgvector's iterative index
@@ -132,6 +134,7 @@ pub async fn prepare(
                 model_id: embedder.model_id().to_owned(),
                 values: vector.as_ref().clone(),
                 keyword_weight: state.config.search_keyword_weight,
+                crowd_weight: state.config.search_crowd_weight,
             }),
         )),
         Err(err) => {

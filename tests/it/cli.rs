@@ -42,6 +42,14 @@ fn invalid_config_fails_with_one_clear_line() {
             ],
             "set both MNEMO_LLM_BASE_URL and MNEMO_LLM_MODEL",
         ),
+        (
+            vec![
+                ("DATABASE_URL", "postgres://x@127.0.0.1:1/x"),
+                ("MNEMO_JWT_SECRET", SECRET),
+                ("MNEMO_SEARCH_CROWD_WEIGHT", "1.5"),
+            ],
+            "MNEMO_SEARCH_CROWD_WEIGHT must be between 0 and 1",
+        ),
     ];
     for (env, expected) in cases {
         let output = mnemo()

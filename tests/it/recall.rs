@@ -565,6 +565,57 @@ async fn a_keyword_chat_search_finds_the_message_after_a_match(pool: PgPool) {
     assert_eq!(message_ids(&found), ["asked"], "{found}");
 }
 
+/// A text near every other candidate (a generic one, sharing a word with each) ranks below a
+/// specific one that is a little less similar to the query: the ranking discounts how crowded
+/// a candidate is, while the reported similarity stays the plain cosine.
+#[sqlx::test]
+async fn a_text_near_everything_yields_to_a_specific_one(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(256)).await;
+    let token = app.token("acme", "alice");
+    // Each in a thread of its own: no context vectors, no neighbours.
+    put_in_threads(
+        &app,
+        &token,
+        &[
+            ("hub", "t0", "garden kitchen river market"),
+            ("flowers", "t1", "garden roses tulips daisies lilies"),
+            ("cooking", "t2", "kitchen knives pans"),
+            ("boating", "t3", "river boats fishing"),
+            ("shopping", "t4", "market stalls cheese"),
+        ],
+    )
+    .await;
+    drain(&app).await;
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "garden", "mode": "semantic"})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found)[..2], ["flowers", "hub"], "{found}");
+    let similarity = |i: usize| found["hits"][i]["similarity"].as_f64().unwrap();
+    // Plain cosines of bags of words: 1/2 for the hub, 1/sqrt(5) for the flowers.
+    assert!((similarity(1) - 0.5).abs() < 0.02, "{found}");
+    assert!((similarity(0) - 0.2f64.sqrt()).abs() < 0.02, "{found}");
+    assert_eq!(found["hits"][0]["vector_rank"], 1, "{found}");
+
+    // Without the discount (MNEMO_SEARCH_CROWD_WEIGHT=0) the hub comes first.
+    let plain = TestApp::with_state(
+        app.pool.clone(),
+        |config| config.search_crowd_weight = 0.0,
+        |state| state.set_embedder(Some(Embedder::hashing(256))),
+    )
+    .await;
+    let found = expect(
+        plain
+            .post(SEARCH, &token)
+            .json(&json!({"query": "garden", "mode": "semantic"})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found)[..2], ["hub", "flowers"], "{found}");
+}
+
 /// The nearest vectors may belong to someone else; they never surface.
 #[sqlx::test]
 async fn other_users_vectors_never_surface(pool: PgPool) {

@@ -13,8 +13,8 @@ use super::placeholder;
 use super::store::check_metadata;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::search::fusion::candidates;
 use crate::search::fusion::{LIFTS, Stream};
+use crate::search::fusion::{candidates, set_crowding};
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
 };
@@ -188,7 +188,16 @@ pub async fn search_memory(
     let pairs = |side: &[Scored]| -> Vec<(Uuid, f32)> {
         side.iter().map(|s| (s.memory_id, s.score)).collect()
     };
-    let candidates = candidates(&pairs(&keyword), &pairs(&near));
+    let mut candidates = candidates(&pairs(&keyword), &pairs(&near));
+    let alone: Vec<(Uuid, Option<&[f32]>)> = near
+        .iter()
+        .map(|n| (n.memory_id, n.alone.as_ref().map(|v| v.as_slice())))
+        .collect();
+    set_crowding(
+        &mut candidates,
+        &alone,
+        vector.map_or(0.0, |v| v.crowd_weight),
+    );
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),

@@ -11,7 +11,7 @@ use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
     matches_cte, scored_cte,
 };
-use crate::search::similarity::{grouped_cte, mean_similarity};
+use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
 use crate::search::{QueryVector, TextQuery};
 
 /// A keyword or vector candidate: the memory and its best chunk (`None`: the summary matched).
@@ -20,6 +20,9 @@ pub(super) struct Scored {
     pub(super) memory_id: Uuid,
     pub(super) byte_start: Option<i64>,
     pub(super) score: f32,
+    /// The chunk's vector alone, on the vector side (for its crowding).
+    #[sqlx(default)]
+    pub(super) alone: Option<pgvector::Vector>,
 }
 
 /// The filters of a search over memory `m`; binds $3..$9.
@@ -306,7 +309,7 @@ pub(super) async fn vector_candidates(
     let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
     let sql = format!(
         "WITH near AS (
-             SELECT v.memory_id, v.byte_start, v.with_context, 1 - {distance} AS score
+             SELECT v.memory_id, v.byte_start, v.with_context, v.embedding, 1 - {distance} AS score
              FROM memory_vectors v
              WHERE v.tenant_id = current_setting('mnemo.tenant')
                AND v.user_id = current_setting('mnemo.user')
@@ -316,11 +319,13 @@ pub(super) async fn vector_candidates(
              ORDER BY {distance}
              LIMIT $11
          ), {chunks}, both_vectors AS (
-             SELECT c.memory_id, c.byte_start, {similarity} AS score FROM chunks c
+             SELECT c.memory_id, c.byte_start, {similarity} AS score, c.alone FROM chunks c
          )
-         SELECT DISTINCT ON (memory_id) memory_id, byte_start, score
-         FROM both_vectors
-         ORDER BY memory_id, score DESC",
+         SELECT b.memory_id, b.byte_start, b.score, {alone} AS alone
+         FROM (SELECT DISTINCT ON (memory_id) memory_id, byte_start, score, alone
+               FROM both_vectors
+               ORDER BY memory_id, score DESC) b",
+        alone = alone_vector("memory_vectors", "b", &["memory_id", "byte_start"]),
         chunks = grouped_cte(
             "chunks",
             "memory_id, byte_start",

@@ -178,12 +178,13 @@ pub struct SearchHit {
     pub label: Option<String>,
     /// The matching text with hits in `«»` (a hit by meaning alone: the start of the text).
     pub snippet: String,
-    /// The rank score, higher is better: the keyword score in `keyword` mode, the similarity in
-    /// `semantic` mode, their fusion in `hybrid` mode.
+    /// The rank score, higher is better: the keyword score in `keyword` mode, the similarity less
+    /// its crowding discount in `semantic` mode, their fusion in `hybrid` mode.
     pub rank: f32,
     /// Place among the keyword matches (1 = best), when the words matched.
     pub keyword_rank: Option<u32>,
-    /// Place by similarity (1 = closest), when the text has been embedded.
+    /// Place by similarity less the crowding discount (1 = closest), when the text has been
+    /// embedded.
     pub vector_rank: Option<u32>,
     /// Cosine similarity of the text to the query, when compared.
     pub similarity: Option<f32>,

@@ -16,9 +16,9 @@ use uuid::Uuid;
 use super::model::*;
 use crate::db::Scoped;
 use crate::error::ApiResult;
-use crate::search::fusion::candidates;
+use crate::search::fusion::{candidates, set_crowding};
 use crate::search::query::{QUERY_CTE, idf_ranking};
-use crate::search::similarity::{grouped_cte, mean_similarity};
+use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse};
 
 /// Most candidates each side contributes to a semantic or hybrid ranking.
@@ -146,9 +146,20 @@ struct Scored {
     part_index: i32,
     char_offset: i32,
     score: f32,
+    /// The item's vector alone, on the vector side (for its crowding).
+    #[sqlx(default)]
+    alone: Option<pgvector::Vector>,
 }
 
+/// A candidate of the vector side: the item, its similarity, and its vector alone.
+type Near = ((Item, f32), Option<pgvector::Vector>);
+
 impl Scored {
+    fn near(mut self) -> Near {
+        let alone = self.alone.take();
+        (self.pair(), alone)
+    }
+
     fn pair(self) -> (Item, f32) {
         (
             (
@@ -227,13 +238,20 @@ pub async fn search(
         let missing: Vec<Item> = words
             .iter()
             .map(|w| w.0.clone())
-            .filter(|item| !near.iter().any(|n| n.0 == *item))
+            .filter(|item| !near.iter().any(|n| n.0.0 == *item))
             .collect();
         if !missing.is_empty() {
             near.extend(nearest(tx, task_id, vector, Some(&missing)).await?);
         }
     }
-    let mut ranked = fuse(candidates(&words, &near), vector.keyword_weight);
+    let pairs: Vec<(Item, f32)> = near.iter().map(|n| n.0.clone()).collect();
+    let mut candidates = candidates(&words, &pairs);
+    let alone: Vec<(Item, Option<&[f32]>)> = near
+        .iter()
+        .map(|n| (n.0.0.clone(), n.1.as_ref().map(|v| v.as_slice())))
+        .collect();
+    set_crowding(&mut candidates, &alone, vector.crowd_weight);
+    let mut ranked = fuse(candidates, vector.keyword_weight);
     let start = usize::try_from(offset).unwrap_or(usize::MAX);
     let end = start.saturating_add(usize::try_from(limit).unwrap_or(usize::MAX));
     let more = ranked.len() > end;
@@ -366,9 +384,9 @@ async fn keyword_scores(
     tx: &mut Scoped,
     task_id: Option<Uuid>,
     text: &TextQuery,
-    also: &[(Item, f32)],
+    also: &[Near],
 ) -> ApiResult<Vec<(Item, f32)>> {
-    let keys = Keys::of(also.iter().map(|a| &a.0));
+    let keys = Keys::of(also.iter().map(|a| &a.0.0));
     let sql = format!(
         "{}, ranked AS (
              SELECT task_id, source, seq, coalesce(part_index, -1) AS part_index,
@@ -409,7 +427,7 @@ async fn nearest(
     task_id: Option<Uuid>,
     vector: &QueryVector,
     only: Option<&[Item]>,
-) -> ApiResult<Vec<(Item, f32)>> {
+) -> ApiResult<Vec<Near>> {
     let dims = vector.values.len();
     // The cast names the dimension so that this model's HNSW index serves the ORDER BY; `dims`
     // is the embedder's, never the caller's.
@@ -420,6 +438,7 @@ async fn nearest(
     let rows: Vec<Scored> = sqlx::query_as(&format!(
         "WITH near AS (
          SELECT v.task_id, v.source, v.seq, v.part_index, v.char_offset, v.with_context,
+                v.embedding,
                 1 - {distance} AS score
          FROM task_vectors v
          WHERE v.tenant_id = current_setting('mnemo.tenant')
@@ -433,7 +452,8 @@ async fn nearest(
          ORDER BY {distance}
          LIMIT $9
          ), {items}
-         SELECT i.task_id, i.source, i.seq, i.part_index, i.char_offset, {similarity} AS score
+         SELECT i.task_id, i.source, i.seq, i.part_index, i.char_offset, {similarity} AS score,
+                {alone} AS alone
          FROM items i
          ORDER BY score DESC",
         items = grouped_cte("items", "task_id, source, seq, part_index, char_offset", ""),
@@ -442,6 +462,11 @@ async fn nearest(
             "i",
             &["task_id", "source", "seq", "part_index", "char_offset"],
             &distance
+        ),
+        alone = alone_vector(
+            "task_vectors",
+            "i",
+            &["task_id", "source", "seq", "part_index", "char_offset"]
         ),
     ))
     // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
@@ -458,7 +483,7 @@ async fn nearest(
     .bind(CANDIDATES * 2)
     .fetch_all(&mut *tx)
     .await?;
-    let mut out: Vec<(Item, f32)> = rows.into_iter().map(Scored::pair).collect();
+    let mut out: Vec<Near> = rows.into_iter().map(Scored::near).collect();
     out.truncate(CANDIDATES as usize);
     Ok(out)
 }
