@@ -518,13 +518,9 @@ pub async fn search_messages(
     let pairs =
         |side: &[Scored]| -> Vec<(i64, f32)> { side.iter().map(|s| (s.seq, s.score)).collect() };
     let mut candidates = candidates(&pairs(&keyword), &pairs(&near));
-    let alone: Vec<(i64, Option<&[f32]>)> = near
-        .iter()
-        .map(|n| (n.seq, n.alone.as_ref().map(|v| v.as_slice())))
-        .collect();
     set_crowding(
         &mut candidates,
-        &alone,
+        near.iter().map(|n| (n.seq, n.alone.as_ref())),
         vector.map_or(0.0, |v| v.crowd_weight),
     );
     let mut ranked = fuse(

@@ -257,13 +257,16 @@ pub fn candidates<T: PartialEq + Clone>(
 
 /// Sets the crowding of the vector side's candidates `near` (each with its vector alone, when
 /// it has one), measured among them (see [`crowding`]), times `weight`.
-pub fn set_crowding<T: PartialEq>(
+pub fn set_crowding<'a, T: PartialEq + 'a>(
     candidates: &mut [Candidate<T>],
-    near: &[(T, Option<&[f32]>)],
+    near: impl IntoIterator<Item = (T, Option<&'a pgvector::Vector>)>,
     weight: f32,
 ) {
-    let vectors: Vec<Option<&[f32]>> = near.iter().map(|n| n.1).collect();
-    for ((id, _), value) in near.iter().zip(crowding(&vectors)) {
+    let (ids, vectors): (Vec<T>, Vec<Option<&[f32]>>) = near
+        .into_iter()
+        .map(|(id, v)| (id, v.map(pgvector::Vector::as_slice)))
+        .unzip();
+    for (id, value) in ids.iter().zip(crowding(&vectors)) {
         if let Some(c) = candidates.iter_mut().find(|c| c.id == *id) {
             c.crowding = weight * value;
         }

@@ -189,13 +189,9 @@ pub async fn search_memory(
         side.iter().map(|s| (s.memory_id, s.score)).collect()
     };
     let mut candidates = candidates(&pairs(&keyword), &pairs(&near));
-    let alone: Vec<(Uuid, Option<&[f32]>)> = near
-        .iter()
-        .map(|n| (n.memory_id, n.alone.as_ref().map(|v| v.as_slice())))
-        .collect();
     set_crowding(
         &mut candidates,
-        &alone,
+        near.iter().map(|n| (n.memory_id, n.alone.as_ref())),
         vector.map_or(0.0, |v| v.crowd_weight),
     );
     let mut ranked = fuse(

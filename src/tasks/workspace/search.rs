@@ -246,11 +246,8 @@ pub async fn search(
     }
     let pairs: Vec<(Item, f32)> = near.iter().map(|n| n.0.clone()).collect();
     let mut candidates = candidates(&words, &pairs);
-    let alone: Vec<(Item, Option<&[f32]>)> = near
-        .iter()
-        .map(|n| (n.0.0.clone(), n.1.as_ref().map(|v| v.as_slice())))
-        .collect();
-    set_crowding(&mut candidates, &alone, vector.crowd_weight);
+    let alone = near.iter().map(|n| (n.0.0.clone(), n.1.as_ref()));
+    set_crowding(&mut candidates, alone, vector.crowd_weight);
     let mut ranked = fuse(candidates, vector.keyword_weight);
     let start = usize::try_from(offset).unwrap_or(usize::MAX);
     let end = start.saturating_add(usize::try_from(limit).unwrap_or(usize::MAX));

@@ -850,8 +850,8 @@ class MemorySearchHit(Model):
     memory_type: str
     placeholder: str
     score: float
-    """The rank score, higher is better: the keyword rank in `keyword` mode, the similarity in
-`semantic` mode, their fusion in `hybrid` mode."""
+    """The rank score, higher is better: the keyword rank in `keyword` mode, the similarity less
+its crowding discount in `semantic` mode, their fusion in `hybrid` mode."""
     snippet: str
     """Matching text with the matched words in `**bold**` (a semantic-only hit: the start of
 the closest chunk)."""
@@ -872,7 +872,8 @@ the closest chunk)."""
     """Cosine similarity of the closest chunk to the query, when compared."""
     thread_id: str | None = None
     vector_rank: int | None = None
-    """Place by similarity (1 = closest), when the memory has been embedded."""
+    """Place by similarity less the crowding discount (1 = closest), when the memory has been
+embedded."""
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {"retrieve": ("NextPage", False)}
 
 
@@ -1625,8 +1626,8 @@ class TaskSearchHit(Model):
 
     at: str
     rank: float
-    """The rank score, higher is better: the keyword score in `keyword` mode, the similarity in
-`semantic` mode, their fusion in `hybrid` mode."""
+    """The rank score, higher is better: the keyword score in `keyword` mode, the similarity less
+its crowding discount in `semantic` mode, their fusion in `hybrid` mode."""
     seq: int
     """The seq of the message, event, step or snapshot."""
     snippet: str
@@ -1647,7 +1648,8 @@ chunk within the part."""
     tool_call_id: str | None = None
     """For tool results: the call answered."""
     vector_rank: int | None = None
-    """Place by similarity (1 = closest), when the text has been embedded."""
+    """Place by similarity less the crowding discount (1 = closest), when the text has been
+embedded."""
 
 
 @dataclass(kw_only=True)
