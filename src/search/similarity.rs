@@ -1,6 +1,6 @@
-//! SQL of the vector side shared by every search: a text has two vectors (alone, and after what
-//! precedes it in its stream), and its similarity is the mean of the two (see
-//! [`crate::search::fusion`]).
+//! The vector side shared by every search: a text has two vectors (alone, and after what precedes
+//! it in its stream), and its similarity is the mean of the two (see [`crate::search::fusion`]);
+//! a candidate close to the other candidates is discounted by its [`crowding`].
 
 /// The CTE `name` grouping a CTE `near` (the nearest vectors: `keys`, `with_context`,
 /// `embedding`, `score`) by text: how many of its vectors are among the nearest (`n`), their
