@@ -368,7 +368,11 @@ async fn vector_candidates(
          ORDER BY {distance}
          LIMIT $8
          ), {messages}
-         SELECT n.seq, {similarity} AS score, {alone} AS alone FROM messages n",
+         -- The best $10 messages first, so that only their vectors are looked up.
+         SELECT s.seq, s.score, {alone} AS alone
+         FROM (SELECT n.*, {similarity} AS score FROM messages n
+               ORDER BY score DESC, seq DESC LIMIT $10) s
+         ORDER BY s.score DESC, s.seq DESC",
         messages = grouped_cte("messages", "seq, session_id, message_id", ""),
         similarity = mean_similarity(
             "message_vectors",
@@ -376,7 +380,7 @@ async fn vector_candidates(
             &["session_id", "message_id"],
             &distance
         ),
-        alone = alone_vector("message_vectors", "n", &["session_id", "message_id"]),
+        alone = alone_vector("message_vectors", "s", &["session_id", "message_id"]),
     );
     // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
     let query = sqlx::query_as::<_, Scored>(&sql)
@@ -385,13 +389,12 @@ async fn vector_candidates(
         .bind(&vector.model_id);
     // A message has a vector of its own and one with its context: both may be among the
     // nearest.
-    let mut rows = bind_filters(query, filters)
+    let rows = bind_filters(query, filters)
         .bind(CANDIDATES * 2)
         .bind(only)
+        .bind(CANDIDATES)
         .fetch_all(&mut *conn)
         .await?;
-    rows.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.seq.cmp(&a.seq)));
-    rows.truncate(CANDIDATES as usize);
     Ok(rows)
 }
 

@@ -256,12 +256,16 @@ pub fn candidates<T: PartialEq + Clone>(
 }
 
 /// Sets the crowding of the vector side's candidates `near` (each with its vector alone, when
-/// it has one), measured among them (see [`crowding`]), times `weight`.
+/// it has one), measured among them (see [`crowding`]), times `weight`; nothing is measured
+/// when `weight` is 0.
 pub fn set_crowding<'a, T: PartialEq + 'a>(
     candidates: &mut [Candidate<T>],
     near: impl IntoIterator<Item = (T, Option<&'a pgvector::Vector>)>,
     weight: f32,
 ) {
+    if weight == 0.0 {
+        return;
+    }
     let (ids, vectors): (Vec<T>, Vec<Option<&[f32]>>) = near
         .into_iter()
         .map(|(id, v)| (id, v.map(pgvector::Vector::as_slice)))

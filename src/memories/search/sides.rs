@@ -321,10 +321,13 @@ pub(super) async fn vector_candidates(
          ), {chunks}, both_vectors AS (
              SELECT c.memory_id, c.byte_start, {similarity} AS score, c.alone FROM chunks c
          )
+         -- The best $13 memories first, so that only their vectors are looked up.
          SELECT b.memory_id, b.byte_start, b.score, {alone} AS alone
-         FROM (SELECT DISTINCT ON (memory_id) memory_id, byte_start, score, alone
-               FROM both_vectors
-               ORDER BY memory_id, score DESC) b",
+         FROM (SELECT * FROM (SELECT DISTINCT ON (memory_id) memory_id, byte_start, score, alone
+                              FROM both_vectors
+                              ORDER BY memory_id, score DESC) d
+               ORDER BY score DESC, memory_id LIMIT $13) b
+         ORDER BY b.score DESC, b.memory_id",
         alone = alone_vector("memory_vectors", "b", &["memory_id", "byte_start"]),
         chunks = grouped_cte(
             "chunks",
@@ -345,14 +348,13 @@ pub(super) async fn vector_candidates(
         .persistent(false)
         .bind(pgvector::Vector::from(vector.values.clone()))
         .bind(&vector.model_id);
-    let mut rows = bind_filters(query, filters)
+    let rows = bind_filters(query, filters)
         .bind(only)
         // Several chunks of one memory, and both vectors of a chunk, may be among the nearest.
         .bind(CANDIDATES * 3)
         .bind(CANDIDATES * 2)
+        .bind(CANDIDATES)
         .fetch_all(&mut *conn)
         .await?;
-    rows.sort_by(|a, b| b.score.total_cmp(&a.score));
-    rows.truncate(CANDIDATES as usize);
     Ok(rows)
 }

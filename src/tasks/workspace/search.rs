@@ -449,10 +449,11 @@ async fn nearest(
          ORDER BY {distance}
          LIMIT $9
          ), {items}
-         SELECT i.task_id, i.source, i.seq, i.part_index, i.char_offset, {similarity} AS score,
+         -- The best $10 items first, so that only their vectors are looked up.
+         SELECT s.task_id, s.source, s.seq, s.part_index, s.char_offset, s.score,
                 {alone} AS alone
-         FROM items i
-         ORDER BY score DESC",
+         FROM (SELECT i.*, {similarity} AS score FROM items i ORDER BY score DESC LIMIT $10) s
+         ORDER BY s.score DESC",
         items = grouped_cte("items", "task_id, source, seq, part_index, char_offset", ""),
         similarity = mean_similarity(
             "task_vectors",
@@ -462,7 +463,7 @@ async fn nearest(
         ),
         alone = alone_vector(
             "task_vectors",
-            "i",
+            "s",
             &["task_id", "source", "seq", "part_index", "char_offset"]
         ),
     ))
@@ -478,9 +479,8 @@ async fn nearest(
     .bind(keys.as_ref().map(|k| &k.offsets))
     // Each item may have two vectors (with and without its context).
     .bind(CANDIDATES * 2)
+    .bind(CANDIDATES)
     .fetch_all(&mut *tx)
     .await?;
-    let mut out: Vec<Near> = rows.into_iter().map(Scored::near).collect();
-    out.truncate(CANDIDATES as usize);
-    Ok(out)
+    Ok(rows.into_iter().map(Scored::near).collect())
 }
