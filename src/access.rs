@@ -7,12 +7,15 @@
 //! pooled connection waits on work that needs none.
 //!
 //! With the private pool of [`Db`], this is the only way a request reaches PostgreSQL: every
-//! statement of a handler runs confined to the caller's tenant and user.
+//! statement of a handler runs confined to the caller's tenant and user, in the caller's
+//! transaction or, for the hottest reads, in one call of a read function that acts as the caller
+//! ([`Caller::read_call`]).
 
 use std::ops::Deref;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use sqlx::postgres::{PgArguments, PgRow};
 
 use crate::auth::{Principal, Scope};
 use crate::db::{Db, Scoped};
@@ -41,6 +44,16 @@ impl Caller {
     /// Opens the caller's read-only transaction on one snapshot (see [`Db::snapshot`]).
     pub async fn snapshot(&self) -> Result<Scoped, sqlx::Error> {
         self.db.snapshot(&self.principal).await
+    }
+
+    /// Runs one of the caller's one-call reads (see [`Db::read_call`]).
+    pub async fn read_call<'q, O, F, M>(&'q self, call: F) -> Result<Vec<O>, sqlx::Error>
+    where
+        F: Fn(&'q str, &'q str) -> sqlx::query::Map<'q, sqlx::Postgres, M, PgArguments>,
+        M: FnMut(PgRow) -> Result<O, sqlx::Error> + Send,
+        O: Send + Unpin,
+    {
+        self.db.read_call(&self.principal, call).await
     }
 
     /// The verified caller.

@@ -52,6 +52,11 @@
 //! on every request; on a CPU-bound server the prepared form measured 42% more throughput (README,
 //! Benchmarks). Read-only requests end without waiting for the rollback. The pool does not ping on
 //! acquire (it pings on release, off the request's path).
+//!
+//! The hottest reads (a page of a memory, a page of a session's messages) skip even that: each is
+//! one call of a read function that acts as the caller inside its own statement
+//! (`migrations/0023_one_call_reads.sql`), sent outside any transaction block by
+//! [`Db::read_call`], which refuses any other statement. One round trip instead of three.
 
 // The one module that may open pools, connections and transactions (see `clippy.toml`).
 #![allow(clippy::disallowed_methods)]
@@ -63,7 +68,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use sqlx::postgres::{
-    PgConnectOptions, PgPoolOptions, PgQueryResult, PgRow, PgStatement, PgTypeInfo,
+    PgArguments, PgConnectOptions, PgPoolOptions, PgQueryResult, PgRow, PgStatement, PgTypeInfo,
 };
 use sqlx::{Describe, Either, Execute, Executor, PgPool, Postgres, Transaction};
 
@@ -142,6 +147,50 @@ impl Db {
             Err(err) if crate::error::is_unavailable(&err) && !self.pool.is_closed() => {
                 tracing::debug!(error = %err, "opening a scoped transaction failed; retrying once");
                 self.open(principal).await
+            }
+            other => other,
+        }
+    }
+
+    /// Runs a read that is one call of a read function that acts as its caller (the
+    /// `mnemo_read_*` functions, which begin with `mnemo_act_as`): `call` builds the statement
+    /// `SELECT ... FROM mnemo_read_x(..., $tenant, $user)` from `principal`'s tenant and user,
+    /// and it runs on a pooled connection outside any transaction block. One round trip where
+    /// [`Db::scoped`] takes three (`BEGIN`, the scope statement, the read; the rollback rides on
+    /// the pool's release check). The settings the function makes are local to the call's own
+    /// transaction, so nothing outlives it, and behind a transaction-pooling proxy the scope
+    /// and the read cannot part.
+    ///
+    /// Any other statement is refused before it is sent: on a bare pooled connection it would
+    /// run as the pool's login, outside row-level security. Like [`Db::scoped`], a dead
+    /// connection is retried once on another.
+    pub async fn read_call<'q, O, F, M>(
+        &self,
+        principal: &'q Principal,
+        call: F,
+    ) -> Result<Vec<O>, sqlx::Error>
+    where
+        F: Fn(&'q str, &'q str) -> sqlx::query::Map<'q, Postgres, M, PgArguments>,
+        M: FnMut(PgRow) -> Result<O, sqlx::Error> + Send,
+        O: Send + Unpin,
+    {
+        check_id(&principal.tenant_id)?;
+        check_id(&principal.user_id)?;
+        let attempt = || async {
+            let query = call(&principal.tenant_id, &principal.user_id);
+            if !is_read_call(query.sql()) {
+                return Err(sqlx::Error::Protocol(format!(
+                    "not a call of a mnemo_read_ function: {}",
+                    query.sql()
+                )));
+            }
+            let mut conn = self.pool.acquire().await?;
+            query.fetch_all(&mut *conn).await
+        };
+        match attempt().await {
+            Err(err) if crate::error::is_unavailable(&err) && !self.pool.is_closed() => {
+                tracing::debug!(error = %err, "a one-call read failed; retrying once");
+                attempt().await
             }
             other => other,
         }
@@ -567,6 +616,32 @@ macro_rules! delegate_executor {
 delegate_executor!(Scoped, tx);
 delegate_executor!(System, scoped.tx);
 
+/// Whether `sql` is `SELECT <columns> FROM mnemo_read_<name>(<parameters>)` and nothing else:
+/// no other table, subquery or statement ([`Db::read_call`]). The columns may be renamed
+/// (`summary AS "summary!"`), the arguments are bind parameters, possibly cast.
+fn is_read_call(sql: &str) -> bool {
+    let sql = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+    let Some((columns, call)) = sql
+        .strip_prefix("SELECT ")
+        .and_then(|rest| rest.split_once(" FROM "))
+    else {
+        return false;
+    };
+    let Some((name, args)) = call
+        .strip_prefix("mnemo_read_")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .and_then(|rest| rest.split_once('('))
+    else {
+        return false;
+    };
+    !columns.contains(['(', ';'])
+        && !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        && args
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "$,:_ ".contains(c))
+}
+
 /// Refuses empty ids and control characters (auth refuses them too; this is the last line).
 fn check_id(value: &str) -> Result<(), sqlx::Error> {
     if value.is_empty() || value.chars().any(char::is_control) {
@@ -580,6 +655,27 @@ fn check_id(value: &str) -> Result<(), sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_calls_of_read_functions_are_one_call_reads() {
+        assert!(is_read_call(
+            "SELECT summary AS \"summary!\", is_active\n FROM mnemo_read_memory_bytes($1, $2, $3::bigint, $4, $5, $6)"
+        ));
+        for sql in [
+            "SELECT * FROM agent_memories",
+            "SELECT * FROM mnemo_read_memory_bytes($1) ; DELETE FROM agent_memories",
+            "SELECT * FROM mnemo_read_x($1), agent_memories",
+            "SELECT * FROM mnemo_read_x((SELECT 1))",
+            "SELECT * FROM mnemo_read_x($1) JOIN agent_memories ON true",
+            "SELECT (SELECT count(*) FROM agent_memories) FROM mnemo_read_x($1)",
+            "SELECT * FROM mnemo_read_($1)",
+            "SELECT * FROM mnemo_act_as($1, $2)",
+            "WITH x AS (SELECT 1) SELECT * FROM mnemo_read_x($1)",
+            "SELECT * FROM mnemo_read_x('t', 'u')",
+        ] {
+            assert!(!is_read_call(sql), "{sql}");
+        }
+    }
 
     #[test]
     fn ids_must_be_non_empty_without_control_characters() {

@@ -94,11 +94,9 @@ pub async fn session_messages(
     let after = message_position(query.cursor.as_deref())?;
     let order = query.order.unwrap_or_default();
     let retention = state.config.conversations.retention();
-    let mut tx = caller.begin().await?;
-    let rows = store::messages(&mut tx, retention, &session_id, order, after, limit + 1)
+    let rows = store::messages(&caller, retention, &session_id, order, after, limit + 1)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no session `{session_id}`")))?;
-    tx.end_read_only();
     let (rows, more) = crate::pagination::split(rows, limit);
     let next_cursor = more
         .then(|| rows.last())

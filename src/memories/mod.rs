@@ -320,16 +320,14 @@ pub async fn get_memory(
 ) -> ApiResult<Response> {
     let limits = Limits::from_config(&state.config);
     let request = store::page_request(&query, &limits)?;
-    let mut tx = caller.begin().await?;
     let page = store::retrieve_memory(
-        &mut tx,
+        &caller,
         &key,
         request,
         query.include_inactive.unwrap_or(false),
         &limits,
     )
     .await?;
-    tx.end_read_only();
     if wants_text(&headers) {
         Ok(raw_page(page))
     } else {

@@ -13,6 +13,7 @@ use super::model::{
 use super::paging::{self, Request, Totals, Window};
 use super::placeholder;
 use super::store::{Limits, inactive, not_found};
+use crate::access::Caller;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
@@ -72,7 +73,7 @@ pub fn page_request(query: &PageQuery, limits: &Limits) -> ApiResult<Request> {
     Ok(Request::Bytes { offset, limit })
 }
 
-// The byte-page statement of [`retrieve_memory`] writes `CHUNK_BYTES` out as 16384.
+// The byte-page function `mnemo_read_memory_bytes` writes `CHUNK_BYTES` out as 16384.
 const _: () = assert!(CHUNK_BYTES == 16384);
 
 /// The memory row with one chunk of a page (none when the page holds no chunk).
@@ -105,86 +106,59 @@ fn next_page(request: Option<Request>) -> Option<NextPage> {
 }
 
 /// Agent tool `retrieve_memory`: one page of memory `key`, reading only the chunks the page
-/// overlaps (one statement). A range past the end is an empty slice with the totals.
+/// overlaps, in one call (`mnemo_read_memory_bytes` or `mnemo_read_memory_lines`, each the memory
+/// row with the page's chunks, ordered by `byte_start`). A range past the end is an empty slice
+/// with the totals.
 pub async fn retrieve_memory(
-    conn: &mut Scoped,
+    caller: &Caller,
     key: &str,
     request: Request,
     include_inactive: bool,
     limits: &Limits,
 ) -> ApiResult<MemoryPage> {
-    // Both statements read the memory row and, through a lateral subquery, the chunks of the
-    // page: `m.summary, ..., c.byte_start AS chunk_byte_start, ...` from
-    // `agent_memories m LEFT JOIN LATERAL (...) c`, for `m.memory_key = $1` in the caller's scope,
-    // ordered by `c.byte_start`.
     let rows = match request {
         Request::Bytes { offset, limit } => {
-            // A chunk overlapping [offset, offset+limit) starts after offset - CHUNK_BYTES (16384,
-            // written out in the statement): that bound keeps the scan to the few index entries
-            // around the page.
-            sqlx::query_as!(
-                PageRow,
-                r#"SELECT m.summary, m.is_active, m.size_bytes, m.line_count, m.token_count,
-                          c.byte_start AS "chunk_byte_start?", c.line_start AS "chunk_line_start?",
-                          c.content AS "chunk_content?"
-                   FROM agent_memories m
-                   LEFT JOIN LATERAL (
-                       SELECT byte_start, line_start, content FROM agent_memory_chunks c
-                       WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
-                         AND c.memory_id = m.id AND (m.is_active OR $4)
-                         AND c.byte_start > $2 - 16384 AND c.byte_start < $2 + $3
-                         AND c.byte_start + c.byte_len > $2
-                       -- A fence: the chunks are looked up by the memory's id, in every plan.
-                       -- Pulled up into the join, a generic plan made after reads of a small
-                       -- history could scan all of a user's chunks in the byte range (92 ms among
-                       -- 137,000 chunks instead of 0.2 ms).
-                       OFFSET 0
-                   ) c ON true
-                   WHERE m.tenant_id = current_setting('mnemo.tenant')
-                     AND m.user_id = current_setting('mnemo.user') AND m.memory_key = $1
-                   ORDER BY c.byte_start"#,
-                key,
-                offset as i64,
-                limit as i64,
-                include_inactive
-            )
-            .fetch_all(&mut *conn)
-            .await?
+            caller
+                .read_call(|tenant, user| {
+                    sqlx::query_as!(
+                        PageRow,
+                        r#"SELECT summary AS "summary!", is_active AS "is_active!",
+                                  size_bytes AS "size_bytes!", line_count AS "line_count!",
+                                  token_count AS "token_count!", chunk_byte_start, chunk_line_start,
+                                  chunk_content
+                           FROM mnemo_read_memory_bytes($1, $2, $3, $4, $5, $6)"#,
+                        key,
+                        offset as i64,
+                        limit as i64,
+                        include_inactive,
+                        tenant,
+                        user
+                    )
+                })
+                .await?
         }
         Request::Lines { start, count } => {
-            // `f`: the first chunk holding line `start`; then the chunks from there up to the
-            // page's last line or the byte cap past that chunk, whichever comes first.
-            sqlx::query_as!(
-                PageRow,
-                r#"SELECT m.summary, m.is_active, m.size_bytes, m.line_count, m.token_count,
-                          c.byte_start AS "chunk_byte_start?", c.line_start AS "chunk_line_start?",
-                          c.content AS "chunk_content?"
-                   FROM agent_memories m
-                   LEFT JOIN LATERAL (
-                       SELECT byte_start AS first FROM agent_memory_chunks f
-                       WHERE f.tenant_id = m.tenant_id AND f.user_id = m.user_id
-                         AND f.memory_id = m.id AND f.line_end >= $2
-                       ORDER BY f.line_end, f.byte_start LIMIT 1
-                   ) f ON true
-                   LEFT JOIN LATERAL (
-                       SELECT byte_start, line_start, content FROM agent_memory_chunks c
-                       WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
-                         AND c.memory_id = m.id AND (m.is_active OR $4)
-                         AND c.byte_start >= f.first AND c.byte_start < f.first + $5
-                         AND c.line_end >= $2 AND c.line_start <= $2 + $3 - 1
-                       OFFSET 0
-                   ) c ON true
-                   WHERE m.tenant_id = current_setting('mnemo.tenant')
-                     AND m.user_id = current_setting('mnemo.user') AND m.memory_key = $1
-                   ORDER BY c.byte_start"#,
-                key,
-                start as i64,
-                count as i64,
-                include_inactive,
-                (limits.max_page_bytes + CHUNK_BYTES as u64) as i64
-            )
-            .fetch_all(&mut *conn)
-            .await?
+            // Up to the page's last line, or the byte cap past the chunk holding line `start`.
+            let cap = (limits.max_page_bytes + CHUNK_BYTES as u64) as i64;
+            caller
+                .read_call(|tenant, user| {
+                    sqlx::query_as!(
+                        PageRow,
+                        r#"SELECT summary AS "summary!", is_active AS "is_active!",
+                                  size_bytes AS "size_bytes!", line_count AS "line_count!",
+                                  token_count AS "token_count!", chunk_byte_start, chunk_line_start,
+                                  chunk_content
+                           FROM mnemo_read_memory_lines($1, $2, $3, $4, $5, $6, $7)"#,
+                        key,
+                        start as i64,
+                        count as i64,
+                        include_inactive,
+                        cap,
+                        tenant,
+                        user
+                    )
+                })
+                .await?
         }
     };
     let Some(first) = rows.first() else {

@@ -883,7 +883,8 @@ async fn writes_need_the_write_scope(pool: PgPool) {
 /// The agent tools other domains call with their own scoped transaction.
 #[sqlx::test]
 async fn agent_tool_functions_work_in_a_callers_transaction(pool: PgPool) {
-    use mnemo::auth::Principal;
+    use mnemo::access::Caller;
+    use mnemo::auth::{Principal, Scope};
     use mnemo::memories::PageRequest;
     use mnemo::memories::model::SearchRequest;
     use mnemo::memories::store::{Limits, NewMemory, retrieve_memory, search_memory, store_memory};
@@ -911,16 +912,6 @@ async fn agent_tool_functions_work_in_a_callers_transaction(pool: PgPool) {
     .await
     .unwrap();
     assert!(stored.memory_key.starts_with("mem_"));
-    let page = retrieve_memory(
-        &mut tx,
-        &stored.memory_key,
-        PageRequest::Lines { start: 2, count: 1 },
-        false,
-        &limits,
-    )
-    .await
-    .unwrap();
-    assert_eq!(page.content, "beta kubernetes\n");
     let found = search_memory(
         &mut tx,
         &SearchRequest {
@@ -937,7 +928,34 @@ async fn agent_tool_functions_work_in_a_callers_transaction(pool: PgPool) {
     assert_eq!(found.hits[0].memory_key, stored.memory_key);
     assert_eq!(found.hits[0].match_line, Some(2));
     tx.commit().await.unwrap();
-    // Committed in the caller's transaction, visible over HTTP.
+    // Committed in the caller's transaction: a page reads in one call as the caller, and no
+    // one else finds it.
+    let page_as = |user: &str| {
+        let caller = Caller::new(
+            mnemo::db::Db::new(pool.clone()),
+            Principal {
+                tenant_id: "acme".into(),
+                user_id: user.into(),
+                scopes: vec![Scope::Read],
+            },
+            Scope::Read,
+        )
+        .unwrap();
+        let key = stored.memory_key.clone();
+        async move {
+            retrieve_memory(
+                &caller,
+                &key,
+                PageRequest::Lines { start: 2, count: 1 },
+                false,
+                &limits,
+            )
+            .await
+        }
+    };
+    assert_eq!(page_as("alice").await.unwrap().content, "beta kubernetes\n");
+    assert_eq!(page_as("bob").await.unwrap_err().status_code(), 404);
+    // And over HTTP.
     let token = app.token("acme", "alice");
     let page = expect(
         app.get(&format!("/api/memories/{}", stored.memory_key), &token),

@@ -975,6 +975,136 @@ async fn ending_read_only_leaks_no_scope_to_the_next_user(pool: PgPool) {
     );
 }
 
+/// A one-call read scopes itself inside its own statement: it finds only the caller's rows, and
+/// the next user of the (single) pooled connection runs as the login role with no tenant set.
+/// Anything but a call of a read function is refused before it reaches the connection.
+#[sqlx::test]
+async fn one_call_reads_see_only_the_caller_and_leak_no_scope(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("t1", "alice");
+    expect(
+        app.post("/api/chat/session/archive_messages", &alice).json(&json!({
+            "session_id": "s1",
+            "messages_batch": [{"id": "m1", "sender": "user", "text": "hello", "timestamp": "2026-01-01T00:00:00Z"}]
+        })),
+        200,
+    )
+    .await;
+    let single = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .expect("pool");
+    let db = mnemo::db::Db::new(single.clone());
+    let count_as = |user: &'static str| {
+        let db = db.clone();
+        async move {
+            let who = principal("t1", user);
+            db.read_call(&who, |tenant, user| {
+                sqlx::query(
+                    "SELECT message_id FROM mnemo_read_messages($1, $2, $3, $4, $5, $6, $7, $8)",
+                )
+                .bind(None::<i32>)
+                .bind("s1")
+                .bind(None::<chrono::DateTime<chrono::Utc>>)
+                .bind(None::<i64>)
+                .bind(10i64)
+                .bind(true)
+                .bind(tenant)
+                .bind(user)
+                .map(|_| ())
+            })
+            .await
+            .expect("read")
+            .len()
+        }
+    };
+    assert_eq!(count_as("alice").await, 1);
+    assert_eq!(
+        count_as("bob").await,
+        0,
+        "another user's session is not there"
+    );
+    let (tenant, user, role): (Option<String>, Option<String>, String) = sqlx::query_as(
+        "SELECT nullif(current_setting('mnemo.tenant', true), ''),
+                nullif(current_setting('mnemo.user', true), ''), current_user::text",
+    )
+    .fetch_one(&single)
+    .await
+    .expect("next query");
+    assert_eq!(
+        (tenant, user),
+        (None, None),
+        "the scope ended with the call"
+    );
+    assert_ne!(role, "mnemo_app", "the role switch ended with the call");
+
+    let refused = db
+        .read_call(&principal("t1", "alice"), |_, _| {
+            sqlx::query("SELECT message_id FROM conversation_messages").map(|_| ())
+        })
+        .await
+        .expect_err("a bare statement is refused");
+    assert!(refused.to_string().contains("mnemo_read_"), "{refused}");
+}
+
+/// Every read function acts as the user it is given before it reads (the first statement of its
+/// body), and runs with its caller's rights, never its owner's.
+#[sqlx::test]
+async fn read_functions_act_as_their_caller_first(pool: PgPool) {
+    let functions: Vec<(String, String, bool)> = sqlx::query_as(
+        "SELECT p.proname::text, p.prosrc, p.prosecdef
+         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = 'public' AND p.proname LIKE 'mnemo\\_read\\_%' ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("catalog");
+    let names: Vec<&str> = functions.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "mnemo_read_memory_bytes",
+            "mnemo_read_memory_lines",
+            "mnemo_read_messages"
+        ]
+    );
+    for (name, source, definer) in &functions {
+        assert!(!definer, "{name} runs with its owner's rights");
+        let body = source
+            .split_once("BEGIN")
+            .map(|(_, body)| body.trim_start())
+            .unwrap_or_default();
+        assert!(
+            body.starts_with("PERFORM mnemo_act_as(p_tenant, p_user);"),
+            "{name} reads before it acts as its caller"
+        );
+    }
+}
+
+/// The page statements the conversation store documents and explains are the ones
+/// `mnemo_read_messages` runs.
+#[sqlx::test]
+async fn the_message_page_function_runs_the_documented_statements(pool: PgPool) {
+    use mnemo::conversations::model::Order;
+    use mnemo::conversations::store::messages_sql;
+    let source: String =
+        sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'mnemo_read_messages'")
+            .fetch_one(&pool)
+            .await
+            .expect("source");
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let source = words(&source);
+    for order in [Order::Asc, Order::Desc] {
+        let statement = words(messages_sql(order));
+        assert!(
+            source.contains(&format!("RETURN QUERY {statement};")),
+            "{order:?} page differs from the function's"
+        );
+    }
+}
+
 /// A request that outlives `MNEMO_REQUEST_TIMEOUT_SECS` is stopped and answered 408 problem+json.
 #[sqlx::test]
 async fn slow_requests_time_out_with_408(pool: PgPool) {

@@ -126,8 +126,8 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
         let statement = match name {
             "archive-one-message" => Some(store::ARCHIVE_SQL.to_owned()),
             "window" => Some(store::WINDOW_SQL.to_owned()),
-            "messages-newest-page" => Some(store::messages_sql(Order::Desc)),
-            "messages-deep-page" => Some(store::messages_sql(Order::Asc)),
+            "messages-newest-page" => Some(store::messages_sql(Order::Desc).to_owned()),
+            "messages-deep-page" => Some(store::messages_sql(Order::Asc).to_owned()),
             "sessions-list" => Some(store::sessions_sql()),
             _ => None,
         };

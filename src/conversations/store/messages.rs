@@ -4,8 +4,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::access::Caller;
 use crate::conversations::model::{Order, StoredMessage};
-use crate::db::Scoped;
 
 /// A page row: a message, or all NULL for a session without messages on the page.
 struct MessageRow {
@@ -20,72 +20,61 @@ struct MessageRow {
     edited_at: Option<DateTime<Utc>>,
 }
 
-/// Expands to `$then!("...")` with the text of [`messages_sql`] for `Asc` or `Desc` (see
-/// [`ARCHIVE_SQL`](super::ARCHIVE_SQL)). The two differ only in the cursor's comparison and the
-/// sort direction.
+/// The statements `mnemo_read_messages` runs for a page, oldest or newest first (the migration
+/// holds the same text; a test compares them). The two differ only in the cursor's comparison and
+/// the sort direction. `$1` retention days, `$2` session, `$3`/`$4` the keyset cursor, `$5`
+/// limit; no row when the session does not exist (or has expired), one row of NULLs when the
+/// page is empty.
 ///
 /// Through the session row: the messages are then read by `(tenant, user, session)` along
 /// `conversation_messages_by_time` in every plan. Filtered on `session_id` alone, a user whose
 /// history grew since the last ANALYZE (estimated at one row) was read whole along the seq
 /// index instead: 14 ms for a page of a user with 35,000 messages, instead of 0.1 ms.
-macro_rules! messages_sql {
-    (Asc, $then:ident) => {
-        $then!(
-            r#"SELECT c.message_id AS "message_id?", c.sender AS "sender?", c.text AS "text?",
-                c.sent_at AS "sent_at?", c.archived_at AS "archived_at?", c.tool_calls,
-                c.tool_call_id, c.seq AS "seq?", c.edited_at
-         FROM agent_sessions s
-         LEFT JOIN LATERAL (
-             SELECT * FROM conversation_messages c
-             WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id
-               AND c.session_id = s.session_id
-               AND ($1::int IS NULL OR c.archived_at >= now() - make_interval(days => $1::int))
-               AND ($3::timestamptz IS NULL OR (c.sent_at, c.seq) > ($3, $4))
-             ORDER BY c.sent_at ASC, c.seq ASC
-             LIMIT $5
-         ) c ON true
-         WHERE s.session_id = $2
-           AND ($1::int IS NULL OR s.last_activity_at >= now() - make_interval(days => $1::int))
-         ORDER BY c.sent_at ASC, c.seq ASC"#
-        )
-    };
-    (Desc, $then:ident) => {
-        $then!(
-            r#"SELECT c.message_id AS "message_id?", c.sender AS "sender?", c.text AS "text?",
-                c.sent_at AS "sent_at?", c.archived_at AS "archived_at?", c.tool_calls,
-                c.tool_call_id, c.seq AS "seq?", c.edited_at
-         FROM agent_sessions s
-         LEFT JOIN LATERAL (
-             SELECT * FROM conversation_messages c
-             WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id
-               AND c.session_id = s.session_id
-               AND ($1::int IS NULL OR c.archived_at >= now() - make_interval(days => $1::int))
-               AND ($3::timestamptz IS NULL OR (c.sent_at, c.seq) < ($3, $4))
-             ORDER BY c.sent_at DESC, c.seq DESC
-             LIMIT $5
-         ) c ON true
-         WHERE s.session_id = $2
-           AND ($1::int IS NULL OR s.last_activity_at >= now() - make_interval(days => $1::int))
-         ORDER BY c.sent_at DESC, c.seq DESC"#
-        )
-    };
+pub fn messages_sql(order: Order) -> &'static str {
+    match order {
+        Order::Asc => OLDEST_FIRST_SQL,
+        Order::Desc => NEWEST_FIRST_SQL,
+    }
 }
 
-/// A page of a session's messages, and whether the session exists, in one statement: no row
-/// when the session does not exist (or has expired), one row of NULLs when the page is empty.
-/// `$1` retention days, `$2` session, `$3`/`$4` the keyset cursor, `$5` limit.
-pub fn messages_sql(order: Order) -> String {
-    match order {
-        Order::Asc => messages_sql!(Asc, concat),
-        Order::Desc => messages_sql!(Desc, concat),
-    }
-    .to_owned()
-}
+const OLDEST_FIRST_SQL: &str = "\
+SELECT c.message_id, c.sender, c.text, c.sent_at, c.archived_at, c.tool_calls,
+       c.tool_call_id, c.seq, c.edited_at
+FROM agent_sessions s
+LEFT JOIN LATERAL (
+    SELECT * FROM conversation_messages c
+    WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id
+      AND c.session_id = s.session_id
+      AND ($1::int IS NULL OR c.archived_at >= now() - make_interval(days => $1::int))
+      AND ($3::timestamptz IS NULL OR (c.sent_at, c.seq) > ($3, $4))
+    ORDER BY c.sent_at ASC, c.seq ASC
+    LIMIT $5
+) c ON true
+WHERE s.session_id = $2
+  AND ($1::int IS NULL OR s.last_activity_at >= now() - make_interval(days => $1::int))
+ORDER BY c.sent_at ASC, c.seq ASC";
+
+const NEWEST_FIRST_SQL: &str = "\
+SELECT c.message_id, c.sender, c.text, c.sent_at, c.archived_at, c.tool_calls,
+       c.tool_call_id, c.seq, c.edited_at
+FROM agent_sessions s
+LEFT JOIN LATERAL (
+    SELECT * FROM conversation_messages c
+    WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id
+      AND c.session_id = s.session_id
+      AND ($1::int IS NULL OR c.archived_at >= now() - make_interval(days => $1::int))
+      AND ($3::timestamptz IS NULL OR (c.sent_at, c.seq) < ($3, $4))
+    ORDER BY c.sent_at DESC, c.seq DESC
+    LIMIT $5
+) c ON true
+WHERE s.session_id = $2
+  AND ($1::int IS NULL OR s.last_activity_at >= now() - make_interval(days => $1::int))
+ORDER BY c.sent_at DESC, c.seq DESC";
 
 /// A session's unexpired messages in `order`; keyset cursor `(sent_at, seq)`. Returns the rows with
 /// their `seq` (for the next cursor); `None` when the session does not exist (or has expired).
 pub async fn messages(
-    conn: &mut Scoped,
+    caller: &Caller,
     retention_days: Option<i32>,
     session_id: &str,
     order: Order,
@@ -93,17 +82,24 @@ pub async fn messages(
     limit: i64,
 ) -> Result<Option<Vec<(StoredMessage, i64)>>, sqlx::Error> {
     let (at, seq) = after.unzip();
-    macro_rules! page {
-        ($sql:literal) => {
-            sqlx::query_as!(MessageRow, $sql, retention_days, session_id, at, seq, limit)
-                .fetch_all(&mut *conn)
-                .await?
-        };
-    }
-    let rows = match order {
-        Order::Asc => messages_sql!(Asc, page),
-        Order::Desc => messages_sql!(Desc, page),
-    };
+    let rows = caller
+        .read_call(|tenant, user| {
+            sqlx::query_as!(
+                MessageRow,
+                "SELECT message_id, sender, text, sent_at, archived_at, tool_calls, tool_call_id,
+                        seq, edited_at
+                 FROM mnemo_read_messages($1, $2, $3, $4, $5, $6, $7, $8)",
+                retention_days,
+                session_id,
+                at,
+                seq,
+                limit,
+                order == Order::Desc,
+                tenant,
+                user
+            )
+        })
+        .await?;
     if rows.is_empty() {
         return Ok(None);
     }
