@@ -1026,11 +1026,27 @@ async fn one_call_reads_see_only_the_caller_and_leak_no_scope(pool: PgPool) {
         0,
         "another user's session is not there"
     );
+    // The one connection is parked for the next read; a transaction takes it back at once
+    // instead of waiting for it, and finds no scope left on it.
+    let usage = db.usage();
+    assert_eq!(
+        (usage.size, usage.idle),
+        (1, 1),
+        "parked, and reported idle"
+    );
+    let mut job = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        db.system(mnemo::db::Job::Schema),
+    )
+    .await
+    .expect("a transaction does not wait on a parked connection")
+    .expect("begin")
+    .expect("the schema job takes no lock");
     let (tenant, user, role): (Option<String>, Option<String>, String) = sqlx::query_as(
         "SELECT nullif(current_setting('mnemo.tenant', true), ''),
                 nullif(current_setting('mnemo.user', true), ''), current_user::text",
     )
-    .fetch_one(&single)
+    .fetch_one(&mut job)
     .await
     .expect("next query");
     assert_eq!(
@@ -1039,6 +1055,7 @@ async fn one_call_reads_see_only_the_caller_and_leak_no_scope(pool: PgPool) {
         "the scope ended with the call"
     );
     assert_ne!(role, "mnemo_app", "the role switch ended with the call");
+    job.rollback().await.expect("rollback");
 
     let refused = db
         .read_call(&principal("t1", "alice"), |_, _| {
@@ -1047,6 +1064,13 @@ async fn one_call_reads_see_only_the_caller_and_leak_no_scope(pool: PgPool) {
         .await
         .expect_err("a bare statement is refused");
     assert!(refused.to_string().contains("mnemo_read_"), "{refused}");
+
+    // Closing the pool (as the test harness and a shutdown do) does not wait forever on a parked
+    // connection: the close hands it back.
+    assert_eq!(count_as("alice").await, 1);
+    tokio::time::timeout(std::time::Duration::from_secs(10), single.close())
+        .await
+        .expect("the pool closes with a connection parked");
 }
 
 /// Every read function acts as the user it is given before it reads (the first statement of its
