@@ -746,26 +746,48 @@ delegate_executor!(System, scoped.tx);
 /// no other table, subquery or statement ([`Db::read_call`]). The columns may be renamed
 /// (`summary AS "summary!"`), the arguments are bind parameters, possibly cast.
 fn is_read_call(sql: &str) -> bool {
-    let sql = sql.split_whitespace().collect::<Vec<_>>().join(" ");
-    let Some((columns, call)) = sql
-        .strip_prefix("SELECT ")
-        .and_then(|rest| rest.split_once(" FROM "))
-    else {
+    // Word by word, without copying: this runs on every one-call read.
+    let mut words = sql.split_whitespace();
+    if words.next() != Some("SELECT") {
         return false;
-    };
-    let Some((name, args)) = call
-        .strip_prefix("mnemo_read_")
-        .and_then(|rest| rest.strip_suffix(')'))
+    }
+    // The columns, up to `FROM`.
+    for word in words.by_ref() {
+        if word == "FROM" {
+            break;
+        }
+        if word.contains(['(', ';']) {
+            return false;
+        }
+    }
+    // `mnemo_read_<name>(` and the arguments, to the one closing parenthesis at the very end.
+    let Some((name, first)) = words
+        .next()
+        .and_then(|word| word.strip_prefix("mnemo_read_"))
         .and_then(|rest| rest.split_once('('))
     else {
         return false;
     };
-    !columns.contains(['(', ';'])
-        && !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-        && args
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "$,:_ ".contains(c))
+    let argument = |c: char| c.is_ascii_alphanumeric() || "$,:_".contains(c);
+    let mut rest = std::iter::once(first).chain(words).peekable();
+    let mut closed = false;
+    while let Some(word) = rest.next() {
+        let word = if rest.peek().is_none() {
+            match word.strip_suffix(')') {
+                Some(word) => {
+                    closed = true;
+                    word
+                }
+                None => return false,
+            }
+        } else {
+            word
+        };
+        if !word.chars().all(argument) {
+            return false;
+        }
+    }
+    closed && !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
 }
 
 /// Refuses empty ids and control characters (auth refuses them too; this is the last line).
