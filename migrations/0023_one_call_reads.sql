@@ -1,4 +1,5 @@
--- Reads in one call. The hottest reads (a page of a memory, a page of a session's messages) are
+-- Reads in one call. The hottest reads (a page of a memory, a page of a session's messages, an
+-- agent's notes) are
 -- each one function that first acts as the caller and then reads, so a request sends one
 -- statement outside any transaction block: no BEGIN, no separate scope statement, no rollback.
 -- The settings are transaction-local, and the transaction is the call's own, so they end with
@@ -137,5 +138,19 @@ BEGIN
           AND ($1::int IS NULL OR s.last_activity_at >= now() - make_interval(days => $1::int))
         ORDER BY c.sent_at ASC, c.seq ASC;
     END IF;
+END
+$$;
+
+-- The notes of agent $1 (no row when never written).
+CREATE FUNCTION mnemo_read_notes(p_agent text, p_tenant text, p_user text)
+RETURNS TABLE (notes text, version bigint, created_at timestamptz, updated_at timestamptz)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM mnemo_act_as(p_tenant, p_user);
+    RETURN QUERY
+    SELECT n.notes, n.version, n.created_at, n.updated_at FROM agent_long_term_memory n
+    WHERE n.tenant_id = current_setting('mnemo.tenant')
+      AND n.user_id = current_setting('mnemo.user') AND n.agent_name = $1;
 END
 $$;

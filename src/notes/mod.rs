@@ -184,9 +184,7 @@ pub async fn get_notes(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     operations::validate_agent_name(&agent_name)?;
-    let mut tx = caller.begin().await?;
-    let current = store::read_notes(&mut tx, &agent_name).await?;
-    tx.end_read_only();
+    let current = store::read_notes_in_one_call(&caller, &agent_name).await?;
     if none_match(&headers, current.version) {
         return Ok((
             StatusCode::NOT_MODIFIED,

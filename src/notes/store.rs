@@ -22,6 +22,7 @@ use super::model::{
     NotesOperationRequest, NotesOperationResponse, Operation, Revision, RevisionSummary,
 };
 use super::operations::{self, Change};
+use crate::access::Caller;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
@@ -62,6 +63,26 @@ pub async fn read_notes(conn: &mut Scoped, agent_name: &str) -> ApiResult<Stored
     .fetch_optional(&mut *conn)
     .await?;
     Ok(stored(row))
+}
+
+/// [`read_notes`] outside any transaction, in one call (`mnemo_read_notes`, see
+/// [`crate::db::Db::read_call`]): the notes route's read.
+pub async fn read_notes_in_one_call(caller: &Caller, agent_name: &str) -> ApiResult<StoredNotes> {
+    operations::validate_agent_name(agent_name)?;
+    let rows = caller
+        .read_call(|tenant, user| {
+            sqlx::query_as!(
+                NotesRow,
+                r#"SELECT notes AS "notes!", version AS "version!", created_at AS "created_at!",
+                          updated_at AS "updated_at!"
+                   FROM mnemo_read_notes($1, $2, $3)"#,
+                agent_name,
+                tenant,
+                user
+            )
+        })
+        .await?;
+    Ok(stored(rows.into_iter().next()))
 }
 
 fn stored(row: Option<NotesRow>) -> StoredNotes {

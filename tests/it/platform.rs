@@ -1091,7 +1091,8 @@ async fn read_functions_act_as_their_caller_first(pool: PgPool) {
         [
             "mnemo_read_memory_bytes",
             "mnemo_read_memory_lines",
-            "mnemo_read_messages"
+            "mnemo_read_messages",
+            "mnemo_read_notes"
         ]
     );
     for (name, source, definer) in &functions {

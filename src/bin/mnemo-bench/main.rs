@@ -69,7 +69,7 @@ struct Args {
     /// Base URL of the running service.
     #[arg(long, default_value = "http://127.0.0.1:8089")]
     url: String,
-    /// Scenario: me, memory-store, memory-retrieve, archive-batch, chat-context, task-events,
+    /// Scenario: me, memory-store, memory-retrieve, notes-read, archive-batch, chat-context, task-events,
     /// append, append-one, window, context-one, search-keyword, search-semantic, search-hybrid, chat-search-keyword, chat-search-semantic,
     /// chat-search-hybrid, noisy-neighbour.
     #[arg(long, required_unless_present_any = ["embed_throughput", "explain"])]

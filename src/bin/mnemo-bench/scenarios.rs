@@ -80,6 +80,20 @@ pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), S
                 client.prepared.push(key.to_owned());
             }
         }
+        // About 1 KB of notes for the agent `bench` of each client's user.
+        "notes-read" => {
+            let response = client
+                .http
+                .put(client.url("/api/agents/bench/notes"))
+                .bearer_auth(&client.token)
+                .json(&json!({"notes": format!("# Bench\n{}", kilobyte(client.id))}))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if !response.status().is_success() {
+                return Err(format!("notes setup failed with {}", response.status()));
+            }
+        }
         // Ten messages in each of the first 100 sessions, sent by the first client (repeats of an
         // earlier run are duplicates and change nothing).
         "window" if client.id == 0 => {
@@ -150,6 +164,7 @@ pub(crate) async fn one(scenario: &str, client: &Client, n: usize) -> Result<u16
             let key = &client.prepared[n % client.prepared.len()];
             client.http.get(client.url(&format!("/api/memories/{key}")))
         }
+        "notes-read" => client.http.get(client.url("/api/agents/bench/notes")),
         "archive-batch" => {
             let session = format!("bench-{}-{}", client.id, n);
             let messages: Vec<Value> = (0..20)
