@@ -53,7 +53,8 @@
 //! Benchmarks). Read-only requests end without waiting for the rollback. The pool does not ping on
 //! acquire (it pings on release, off the request's path).
 //!
-//! The hottest reads (a page of a memory, a page of a session's messages) skip even that: each is
+//! The hottest reads (a page of a memory, a page of a session's messages, an agent's notes) skip
+//! even that: each is
 //! one call of a read function that acts as the caller inside its own statement
 //! (`migrations/0023_one_call_reads.sql`), sent outside any transaction block by
 //! [`Db::read_call`], which refuses any other statement. One round trip instead of three, and the
@@ -807,11 +808,11 @@ mod tests {
     #[test]
     fn only_calls_of_read_functions_are_one_call_reads() {
         assert!(is_read_call(
-            "SELECT summary AS \"summary!\", is_active\n FROM mnemo_read_memory_bytes($1, $2, $3::bigint, $4, $5, $6)"
+            "SELECT summary AS \"summary!\", is_active\n FROM mnemo_read_memory($1, $2, $3::bigint, $4, $5, $6)"
         ));
         for sql in [
             "SELECT * FROM agent_memories",
-            "SELECT * FROM mnemo_read_memory_bytes($1) ; DELETE FROM agent_memories",
+            "SELECT * FROM mnemo_read_memory($1) ; DELETE FROM agent_memories",
             "SELECT * FROM mnemo_read_x($1), agent_memories",
             "SELECT * FROM mnemo_read_x((SELECT 1))",
             "SELECT * FROM mnemo_read_x($1) JOIN agent_memories ON true",

@@ -73,7 +73,7 @@ pub fn page_request(query: &PageQuery, limits: &Limits) -> ApiResult<Request> {
     Ok(Request::Bytes { offset, limit })
 }
 
-// The byte-page function `mnemo_read_memory_bytes` writes `CHUNK_BYTES` out as 16384.
+// The byte page of `mnemo_read_memory` writes `CHUNK_BYTES` out as 16384.
 const _: () = assert!(CHUNK_BYTES == 16384);
 
 /// The memory row with one chunk of a page (none when the page holds no chunk).
@@ -106,9 +106,8 @@ fn next_page(request: Option<Request>) -> Option<NextPage> {
 }
 
 /// Agent tool `retrieve_memory`: one page of memory `key`, reading only the chunks the page
-/// overlaps, in one call (`mnemo_read_memory_bytes` or `mnemo_read_memory_lines`, each the memory
-/// row with the page's chunks, ordered by `byte_start`). A range past the end is an empty slice
-/// with the totals.
+/// overlaps, in one call (`mnemo_read_memory`: the memory row with the page's chunks, ordered by
+/// `byte_start`). A range past the end is an empty slice with the totals.
 pub async fn retrieve_memory(
     caller: &Caller,
     key: &str,
@@ -116,51 +115,33 @@ pub async fn retrieve_memory(
     include_inactive: bool,
     limits: &Limits,
 ) -> ApiResult<MemoryPage> {
-    let rows = match request {
-        Request::Bytes { offset, limit } => {
-            caller
-                .read_call(|tenant, user| {
-                    sqlx::query_as!(
-                        PageRow,
-                        r#"SELECT summary AS "summary!", is_active AS "is_active!",
-                                  size_bytes AS "size_bytes!", line_count AS "line_count!",
-                                  token_count AS "token_count!", chunk_byte_start, chunk_line_start,
-                                  chunk_content
-                           FROM mnemo_read_memory_bytes($1, $2, $3, $4, $5, $6)"#,
-                        key,
-                        offset as i64,
-                        limit as i64,
-                        include_inactive,
-                        tenant,
-                        user
-                    )
-                })
-                .await?
-        }
-        Request::Lines { start, count } => {
-            // Up to the page's last line, or the byte cap past the chunk holding line `start`.
-            let cap = (limits.max_page_bytes + CHUNK_BYTES as u64) as i64;
-            caller
-                .read_call(|tenant, user| {
-                    sqlx::query_as!(
-                        PageRow,
-                        r#"SELECT summary AS "summary!", is_active AS "is_active!",
-                                  size_bytes AS "size_bytes!", line_count AS "line_count!",
-                                  token_count AS "token_count!", chunk_byte_start, chunk_line_start,
-                                  chunk_content
-                           FROM mnemo_read_memory_lines($1, $2, $3, $4, $5, $6, $7)"#,
-                        key,
-                        start as i64,
-                        count as i64,
-                        include_inactive,
-                        cap,
-                        tenant,
-                        user
-                    )
-                })
-                .await?
-        }
+    // By bytes: the page [offset, offset + limit). By lines: `count` lines from `start`, up to
+    // the byte cap past the chunk holding line `start`.
+    let (by_lines, start, size) = match request {
+        Request::Bytes { offset, limit } => (false, offset, limit),
+        Request::Lines { start, count } => (true, start, count),
     };
+    let cap = (limits.max_page_bytes + CHUNK_BYTES as u64) as i64;
+    let rows = caller
+        .read_call(|tenant, user| {
+            sqlx::query_as!(
+                PageRow,
+                r#"SELECT summary AS "summary!", is_active AS "is_active!",
+                          size_bytes AS "size_bytes!", line_count AS "line_count!",
+                          token_count AS "token_count!", chunk_byte_start, chunk_line_start,
+                          chunk_content
+                   FROM mnemo_read_memory($1, $2, $3, $4, $5, $6, $7, $8)"#,
+                key,
+                by_lines,
+                start as i64,
+                size as i64,
+                include_inactive,
+                cap,
+                tenant,
+                user
+            )
+        })
+        .await?;
     let Some(first) = rows.first() else {
         return Err(not_found(key));
     };

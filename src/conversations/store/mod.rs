@@ -22,7 +22,8 @@ pub use window::{WINDOW_SQL, WindowMessage, WindowRead, window};
 /// Expands to `$then!("...")` with the text of [`ARCHIVE_SQL`]. sqlx's macros take a string
 /// literal only, not a constant, so the checked query in [`archive`] and the constant (which the
 /// benchmark's `EXPLAIN` reads) are both made from this one literal. The other statements of this
-/// module that have a public text are written the same way.
+/// module that have a public text are written the same way, but for the message page, which a
+/// read function runs (see [`messages_sql`]).
 macro_rules! archive_sql {
     ($then:ident) => {
         $then!(
