@@ -66,7 +66,7 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -218,15 +218,15 @@ impl Db {
                     query.sql()
                 )));
             }
-            let mut conn = match self.parked.take() {
-                Some(conn) => conn,
-                None => self.pool.acquire().await?,
+            let (mut conn, since) = match self.parked.take() {
+                Some(kept) => kept,
+                None => (self.pool.acquire().await?, Instant::now()),
             };
             let rows = query.fetch_all(&mut *conn).await;
             if rows.is_ok() && !self.pool.is_closed() {
                 // The call ended: its transaction is over and the connection waits for the next
                 // statement, with nothing to flush.
-                self.parked.put(conn);
+                self.parked.put(conn, since);
             }
             rows
         };
@@ -393,11 +393,16 @@ impl Db {
 ///
 /// Parked connections stay the pool's (counted in its size, reported idle), at most a quarter
 /// of it. They go back to it when a transaction finds none idle, when a read fails as if the
-/// server were gone, and when the pool closes.
+/// server were gone, and when the pool closes; and each at least every [`PARKED_TURN`], so that
+/// under steady reads too every connection passes the pool's checks (its lifetime among them).
 struct Parked {
-    conns: std::sync::Mutex<Vec<PoolConnection<Postgres>>>,
+    /// Each with the time it was first parked in a row.
+    conns: std::sync::Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
     most: usize,
 }
+
+/// How long a connection stays parked, read after read, before it goes back to the pool once.
+const PARKED_TURN: Duration = Duration::from_secs(60);
 
 impl Parked {
     fn new(pool: &PgPool) -> Self {
@@ -408,7 +413,7 @@ impl Parked {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PoolConnection<Postgres>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(PoolConnection<Postgres>, Instant)>> {
         self.conns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -416,26 +421,29 @@ impl Parked {
         self.lock().len()
     }
 
-    /// The connection parked last (the one most likely still warm).
-    fn take(&self) -> Option<PoolConnection<Postgres>> {
+    /// The connection parked last (the one most likely still warm), with the time it was
+    /// first parked.
+    fn take(&self) -> Option<(PoolConnection<Postgres>, Instant)> {
         self.lock().pop()
     }
 
-    /// Parks `conn`, or hands it back to the pool when enough are parked.
-    fn put(&self, conn: PoolConnection<Postgres>) {
-        let mut conns = self.lock();
-        if conns.len() < self.most {
-            conns.push(conn);
-            return;
+    /// Parks `conn` (first parked at `since`), or hands it back to the pool when enough are
+    /// parked or its turn is over.
+    fn put(&self, conn: PoolConnection<Postgres>, since: Instant) {
+        if since.elapsed() < PARKED_TURN {
+            let mut conns = self.lock();
+            if conns.len() < self.most {
+                conns.push((conn, since));
+                return;
+            }
         }
-        drop(conns);
         drop(conn);
     }
 
     /// Hands one parked connection back to the pool.
     fn release_one(&self) {
-        let conn = self.lock().pop();
-        drop(conn);
+        let kept = self.lock().pop();
+        drop(kept);
     }
 
     /// Hands every parked connection back to the pool.
@@ -460,7 +468,7 @@ impl Drop for Parked {
         // the connections are closed with it.
         let conns = std::mem::take(&mut *self.lock());
         if tokio::runtime::Handle::try_current().is_err() {
-            for conn in conns {
+            for (conn, _) in conns {
                 std::mem::forget(conn);
             }
         }
@@ -824,6 +832,20 @@ mod tests {
         ] {
             assert!(!is_read_call(sql), "{sql}");
         }
+    }
+
+    #[sqlx::test]
+    async fn a_connection_parked_past_its_turn_goes_back_to_the_pool(pool: PgPool) {
+        let parked = Parked::new(&pool);
+        let long_ago = Instant::now()
+            .checked_sub(PARKED_TURN)
+            .expect("the clock started long enough ago");
+        parked.put(pool.acquire().await.expect("acquire"), long_ago);
+        assert_eq!(parked.len(), 0, "its turn is over: back to the pool");
+        parked.put(pool.acquire().await.expect("acquire"), Instant::now());
+        assert_eq!(parked.len(), 1);
+        let (_, since) = parked.take().expect("parked");
+        assert!(since.elapsed() < PARKED_TURN);
     }
 
     #[test]
