@@ -944,16 +944,22 @@ async fn graceful_shutdown_lets_requests_in_flight_finish(pool: PgPool) {
     server.await.expect("join").expect("server stopped cleanly");
 }
 
-/// A read-only scoped transaction ended without waiting leaves nothing behind on the connection:
-/// the next user of the (single) pooled connection runs as the login role with no tenant set.
-#[sqlx::test]
-async fn ending_read_only_leaks_no_scope_to_the_next_user(pool: PgPool) {
-    let single = sqlx::postgres::PgPoolOptions::new()
+/// A pool of one connection to `pool`'s database, so that the next user of a connection is
+/// known to get the same one.
+async fn single_connection_pool(pool: &PgPool) -> PgPool {
+    sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
         .test_before_acquire(false)
         .connect_with((*pool.connect_options()).clone())
         .await
-        .expect("pool");
+        .expect("pool")
+}
+
+/// A read-only scoped transaction ended without waiting leaves nothing behind on the connection:
+/// the next user of the (single) pooled connection runs as the login role with no tenant set.
+#[sqlx::test]
+async fn ending_read_only_leaks_no_scope_to_the_next_user(pool: PgPool) {
+    let single = single_connection_pool(&pool).await;
     let tx = mnemo::db::Db::new(single.clone())
         .scoped(&principal("t1", "alice"))
         .await
@@ -990,12 +996,7 @@ async fn one_call_reads_see_only_the_caller_and_leak_no_scope(pool: PgPool) {
         200,
     )
     .await;
-    let single = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .test_before_acquire(false)
-        .connect_with((*pool.connect_options()).clone())
-        .await
-        .expect("pool");
+    let single = single_connection_pool(&pool).await;
     let db = mnemo::db::Db::new(single.clone());
     let count_as = |user: &'static str| {
         let db = db.clone();

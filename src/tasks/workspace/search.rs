@@ -151,13 +151,23 @@ struct Scored {
     alone: Option<pgvector::Vector>,
 }
 
-/// A candidate of the vector side: the item, its similarity, and its vector alone.
-type Near = ((Item, f32), Option<pgvector::Vector>);
+/// A candidate of the vector side.
+struct Near {
+    item: Item,
+    similarity: f32,
+    /// Its vector alone (for its crowding).
+    alone: Option<pgvector::Vector>,
+}
 
 impl Scored {
     fn near(mut self) -> Near {
         let alone = self.alone.take();
-        (self.pair(), alone)
+        let (item, similarity) = self.pair();
+        Near {
+            item,
+            similarity,
+            alone,
+        }
     }
 
     fn pair(self) -> (Item, f32) {
@@ -238,15 +248,18 @@ pub async fn search(
         let missing: Vec<Item> = words
             .iter()
             .map(|w| w.0.clone())
-            .filter(|item| !near.iter().any(|n| n.0.0 == *item))
+            .filter(|item| !near.iter().any(|n| n.item == *item))
             .collect();
         if !missing.is_empty() {
             near.extend(nearest(tx, task_id, vector, Some(&missing)).await?);
         }
     }
-    let pairs: Vec<(Item, f32)> = near.iter().map(|n| n.0.clone()).collect();
+    let pairs: Vec<(Item, f32)> = near
+        .iter()
+        .map(|n| (n.item.clone(), n.similarity))
+        .collect();
     let mut candidates = candidates(&words, &pairs);
-    let alone = near.iter().map(|n| (n.0.0.clone(), n.1.as_ref()));
+    let alone = near.iter().map(|n| (n.item.clone(), n.alone.as_ref()));
     set_crowding(&mut candidates, alone, vector.crowd_weight);
     let mut ranked = fuse(candidates, vector.keyword_weight);
     let start = usize::try_from(offset).unwrap_or(usize::MAX);
@@ -383,7 +396,7 @@ async fn keyword_scores(
     text: &TextQuery,
     also: &[Near],
 ) -> ApiResult<Vec<(Item, f32)>> {
-    let keys = Keys::of(also.iter().map(|a| &a.0.0));
+    let keys = Keys::of(also.iter().map(|a| &a.item));
     let sql = format!(
         "{}, ranked AS (
              SELECT task_id, source, seq, coalesce(part_index, -1) AS part_index,
