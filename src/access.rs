@@ -8,8 +8,8 @@
 //!
 //! With the private pool of [`Db`], this is the only way a request reaches PostgreSQL: every
 //! statement of a handler runs confined to the caller's tenant and user, in the caller's
-//! transaction or, for the hottest reads, in one call of a read function that acts as the caller
-//! ([`Caller::read_call`]).
+//! transaction or, for the hottest reads and writes, in one call of a function that acts as the
+//! caller ([`Caller::read_call`], [`Caller::write_call`]).
 
 use std::ops::Deref;
 
@@ -54,6 +54,22 @@ impl Caller {
         O: Send + Unpin,
     {
         self.db.read_call(&self.principal, call).await
+    }
+
+    /// Runs one of the caller's one-call writes (see [`Db::write_call`]).
+    pub async fn write_call<'q, O, F, M>(&'q self, call: F) -> Result<Vec<O>, sqlx::Error>
+    where
+        F: Fn(&'q str, &'q str) -> sqlx::query::Map<'q, sqlx::Postgres, M, PgArguments>,
+        M: FnMut(PgRow) -> Result<O, sqlx::Error> + Send,
+        O: Send + Unpin,
+    {
+        self.db.write_call(&self.principal, call).await
+    }
+
+    /// Whether the caller's writes queue their text for the embedder (see
+    /// [`Scoped::queues_embeddings`]).
+    pub fn queues_embeddings(&self) -> bool {
+        self.db.queues_embeddings()
     }
 
     /// The verified caller.

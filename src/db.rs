@@ -121,7 +121,8 @@ pub struct Db {
     embeds: bool,
     /// What searches of long histories counted (see [`Scoped::history_size`]).
     stats: Arc<HistoryStats>,
-    /// Connections a one-call read ended cleanly on, kept for the next one (see [`Parked`]).
+    /// Connections a one-call read or write ended cleanly on, kept for the next one (see
+    /// [`Parked`]).
     parked: Arc<Parked>,
 }
 
@@ -169,6 +170,11 @@ impl Db {
         Db { embeds: on, ..self }
     }
 
+    /// Whether writes queue their text for the embedder (see [`Db::queueing_embeddings`]).
+    pub fn queues_embeddings(&self) -> bool {
+        self.embeds
+    }
+
     /// Opens a transaction acting as `principal`: `BEGIN`, then one prepared statement that
     /// switches the role and sets the tenant and user, passed as bind parameters.
     ///
@@ -208,19 +214,64 @@ impl Db {
         M: FnMut(PgRow) -> Result<O, sqlx::Error> + Send,
         O: Send + Unpin,
     {
+        self.one_call(OneCall::Read, principal, call).await
+    }
+
+    /// Runs a write that is one call of a write function that acts as its caller (the
+    /// `mnemo_write_*` functions, which begin with `mnemo_act_as`), as [`Db::read_call`] runs
+    /// a read: one statement outside any transaction block, which commits when it ends. One
+    /// round trip where a [`Scoped`] write takes four (`BEGIN`, the scope statement, the write,
+    /// `COMMIT`) and the pool's release check a fifth.
+    ///
+    /// A write is retried on another connection only when it failed on a connection kept from
+    /// an earlier call, as if the server were gone (it restarted since): that server never ran
+    /// it. A write that failed on a fresh connection may have committed before the connection
+    /// broke, so the error is the caller's answer.
+    pub async fn write_call<'q, O, F, M>(
+        &self,
+        principal: &'q Principal,
+        call: F,
+    ) -> Result<Vec<O>, sqlx::Error>
+    where
+        F: Fn(&'q str, &'q str) -> sqlx::query::Map<'q, Postgres, M, PgArguments>,
+        M: FnMut(PgRow) -> Result<O, sqlx::Error> + Send,
+        O: Send + Unpin,
+    {
+        self.one_call(OneCall::Write, principal, call).await
+    }
+
+    async fn one_call<'q, O, F, M>(
+        &self,
+        kind: OneCall,
+        principal: &'q Principal,
+        call: F,
+    ) -> Result<Vec<O>, sqlx::Error>
+    where
+        F: Fn(&'q str, &'q str) -> sqlx::query::Map<'q, Postgres, M, PgArguments>,
+        M: FnMut(PgRow) -> Result<O, sqlx::Error> + Send,
+        O: Send + Unpin,
+    {
         check_id(&principal.tenant_id)?;
         check_id(&principal.user_id)?;
+        // Whether the attempt ran on a connection kept from an earlier call.
         let attempt = || async {
             let query = call(&principal.tenant_id, &principal.user_id);
-            if !is_read_call(query.sql()) {
-                return Err(sqlx::Error::Protocol(format!(
-                    "not a call of a mnemo_read_ function: {}",
-                    query.sql()
-                )));
+            if !is_one_call(query.sql(), kind.prefix()) {
+                return (
+                    false,
+                    Err(sqlx::Error::Protocol(format!(
+                        "not a call of a {} function: {}",
+                        kind.prefix(),
+                        query.sql()
+                    ))),
+                );
             }
-            let (mut conn, since) = match self.parked.take() {
-                Some(kept) => kept,
-                None => (self.pool.acquire().await?, Instant::now()),
+            let (mut conn, since, kept) = match self.parked.take() {
+                Some((conn, since)) => (conn, since, true),
+                None => match self.pool.acquire().await {
+                    Ok(conn) => (conn, Instant::now(), false),
+                    Err(err) => return (false, Err(err)),
+                },
             };
             let rows = query.fetch_all(&mut *conn).await;
             if rows.is_ok() && !self.pool.is_closed() {
@@ -228,16 +279,20 @@ impl Db {
                 // statement, with nothing to flush.
                 self.parked.put(conn, since);
             }
-            rows
+            (kept, rows)
         };
         match attempt().await {
-            Err(err) if crate::error::is_unavailable(&err) && !self.pool.is_closed() => {
-                tracing::debug!(error = %err, "a one-call read failed; retrying once");
+            (kept, Err(err))
+                if crate::error::is_unavailable(&err)
+                    && !self.pool.is_closed()
+                    && (kept || kind == OneCall::Read) =>
+            {
+                tracing::debug!(error = %err, "a one-call statement failed; retrying once");
                 // The server may have restarted: every parked connection would fail alike.
                 self.parked.release_all();
-                attempt().await
+                attempt().await.1
             }
-            other => other,
+            (_, other) => other,
         }
     }
 
@@ -385,14 +440,14 @@ impl Db {
     }
 }
 
-/// Pooled connections kept after a one-call read for the next one. Handing a connection back
-/// to the pool costs a round trip (sqlx checks each connection it gets back, which also flushes
-/// a queued rollback), and a read function's call needs none of it: it ended at `ReadyForQuery`,
+/// Pooled connections kept after a one-call read or write for the next one. Handing a connection
+/// back to the pool costs a round trip (sqlx checks each connection it gets back, which also
+/// flushes a queued rollback), and a function's call needs none of it: it ended at `ReadyForQuery`,
 /// outside any transaction, with no setting left over. Skipping that check measured a third
 /// less CPU per key read (README, Benchmarks).
 ///
 /// Parked connections stay the pool's (counted in its size, reported idle), at most a quarter
-/// of it. They go back to it when a transaction finds none idle, when a read fails as if the
+/// of it. They go back to it when a transaction finds none idle, when a call fails as if the
 /// server were gone, and when the pool closes; and each at least every [`PARKED_TURN`], so that
 /// under steady reads too every connection passes the pool's checks (its lifetime among them).
 struct Parked {
@@ -751,11 +806,27 @@ macro_rules! delegate_executor {
 delegate_executor!(Scoped, tx);
 delegate_executor!(System, scoped.tx);
 
-/// Whether `sql` is `SELECT <columns> FROM mnemo_read_<name>(<parameters>)` and nothing else:
-/// no other table, subquery or statement ([`Db::read_call`]). The columns may be renamed
-/// (`summary AS "summary!"`), the arguments are bind parameters, possibly cast.
-fn is_read_call(sql: &str) -> bool {
-    // Word by word, without copying: this runs on every one-call read.
+/// What a one-call statement may call: a read function or a write function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OneCall {
+    Read,
+    Write,
+}
+
+impl OneCall {
+    fn prefix(self) -> &'static str {
+        match self {
+            OneCall::Read => "mnemo_read_",
+            OneCall::Write => "mnemo_write_",
+        }
+    }
+}
+
+/// Whether `sql` is `SELECT <columns> FROM <prefix><name>(<parameters>)` and nothing else: no
+/// other table, subquery or statement ([`Db::read_call`], [`Db::write_call`]). The columns may
+/// be renamed (`summary AS "summary!"`), the arguments are bind parameters, possibly cast.
+fn is_one_call(sql: &str, prefix: &str) -> bool {
+    // Word by word, without copying: this runs on every one-call statement.
     let mut words = sql.split_whitespace();
     if words.next() != Some("SELECT") {
         return false;
@@ -769,15 +840,15 @@ fn is_read_call(sql: &str) -> bool {
             return false;
         }
     }
-    // `mnemo_read_<name>(` and the arguments, to the one closing parenthesis at the very end.
+    // `<prefix><name>(` and the arguments, to the one closing parenthesis at the very end.
     let Some((name, first)) = words
         .next()
-        .and_then(|word| word.strip_prefix("mnemo_read_"))
+        .and_then(|word| word.strip_prefix(prefix))
         .and_then(|rest| rest.split_once('('))
     else {
         return false;
     };
-    let argument = |c: char| c.is_ascii_alphanumeric() || "$,:_".contains(c);
+    let argument = |c: char| c.is_ascii_alphanumeric() || "$,:_[]".contains(c);
     let mut rest = std::iter::once(first).chain(words).peekable();
     let mut closed = false;
     while let Some(word) = rest.next() {
@@ -815,6 +886,7 @@ mod tests {
 
     #[test]
     fn only_calls_of_read_functions_are_one_call_reads() {
+        let is_read_call = |sql| is_one_call(sql, OneCall::Read.prefix());
         assert!(is_read_call(
             "SELECT summary AS \"summary!\", is_active\n FROM mnemo_read_memory($1, $2, $3::bigint, $4, $5, $6)"
         ));
@@ -829,8 +901,26 @@ mod tests {
             "SELECT * FROM mnemo_act_as($1, $2)",
             "WITH x AS (SELECT 1) SELECT * FROM mnemo_read_x($1)",
             "SELECT * FROM mnemo_read_x('t', 'u')",
+            "SELECT * FROM mnemo_write_memory($1, $2)",
         ] {
             assert!(!is_read_call(sql), "{sql}");
+        }
+    }
+
+    #[test]
+    fn only_calls_of_write_functions_are_one_call_writes() {
+        let is_write_call = |sql| is_one_call(sql, OneCall::Write.prefix());
+        assert!(is_write_call(
+            "SELECT version, created_at FROM mnemo_write_memory($1, $2::text[], $3)"
+        ));
+        for sql in [
+            "SELECT * FROM mnemo_read_memory($1, $2)",
+            "SELECT * FROM mnemo_write_memory($1) ; DELETE FROM agent_memories",
+            "SELECT * FROM mnemo_write_memory($1), agent_memories",
+            "SELECT * FROM mnemo_write_($1)",
+            "SELECT * FROM mnemo_act_as($1, $2)",
+        ] {
+            assert!(!is_write_call(sql), "{sql}");
         }
     }
 

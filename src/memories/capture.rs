@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::model::{CaptureInput, CaptureResult};
 use super::placeholder;
-use super::store::{Limits, NewMemory, Prepared, create, prepare, short_text, upsert};
+use super::store::{Limits, NewMemory, Prepared, Target, create, prepare, short_text, upsert};
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
@@ -95,7 +95,7 @@ pub async fn finish_capture(
     })?;
     let memory = match capture.prepared.key().map(str::to_owned) {
         Some(key) => upsert(conn, &key, &capture.prepared).await?,
-        None => create(conn, &capture.prepared).await?,
+        None => create(Target::Tx(conn), &capture.prepared).await?,
     };
     let context = placeholder::context_line(
         capture.command.as_deref(),

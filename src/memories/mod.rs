@@ -193,11 +193,16 @@ pub async fn create_memory(
 ) -> ApiResult<Response> {
     let limits = Limits::from_config(&state.config);
     let prepared = store::prepare(new_memory(input), &limits).await?;
+    if !idem.is_active() {
+        // Nothing else to write with it: one call, its own transaction.
+        let stored = store::create(store::Target::Call(&caller), &prepared).await?;
+        return Ok((StatusCode::CREATED, axum::Json(stored)).into_response());
+    }
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    let stored = store::create(&mut tx, &prepared).await?;
+    let stored = store::create(store::Target::Tx(&mut tx), &prepared).await?;
     idem.commit(tx, (StatusCode::CREATED, axum::Json(stored)))
         .await
 }

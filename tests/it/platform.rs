@@ -1074,14 +1074,151 @@ async fn one_call_reads_see_only_the_caller_and_leak_no_scope(pool: PgPool) {
         .expect("the pool closes with a connection parked");
 }
 
-/// Every read function acts as the user it is given before it reads (the first statement of its
-/// body), and runs with its caller's rights, never its owner's.
+/// A new memory is stored in one call (`POST /api/memories` without an Idempotency-Key): it
+/// lands under the caller only, a taken key is still 409, the write is committed when the
+/// answer comes, and the connection it ran on carries no scope afterwards. Only calls of write
+/// functions pass `write_call`.
+#[sqlx::test]
+async fn one_call_writes_store_as_the_caller_only(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let (alice, bob) = (app.token("t1", "alice"), app.token("t1", "bob"));
+    let stored = expect(
+        app.post("/api/memories", &alice)
+            .json(&json!({"key": "k1", "content": "alpha\nbeta\n", "description": "two lines"})),
+        201,
+    )
+    .await;
+    assert_eq!(stored["memory_key"], "k1");
+    assert_eq!(stored["version"], 1);
+    assert_eq!(stored["line_count"], 2);
+    // Committed: another connection, as the superuser, sees the row and its chunk.
+    let (memories, chunks): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM agent_memories WHERE tenant_id = 't1' AND user_id = 'alice'
+                   AND memory_key = 'k1'),
+                (SELECT count(*) FROM agent_memory_chunks WHERE tenant_id = 't1' AND user_id = 'alice')",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert_eq!((memories, chunks), (1, 1));
+    let taken = expect(
+        app.post("/api/memories", &alice)
+            .json(&json!({"key": "k1", "content": "other"})),
+        409,
+    )
+    .await;
+    assert_eq!(taken["memory_key"], "k1");
+    let page = expect(app.get("/api/memories/k1", &alice), 200).await;
+    assert_eq!(page["content"], "alpha\nbeta\n", "the 409 changed nothing");
+    expect(app.get("/api/memories/k1", &bob), 404).await;
+    // Bob's key space is his own.
+    expect(
+        app.post("/api/memories", &bob)
+            .json(&json!({"key": "k1", "content": "bob's"})),
+        201,
+    )
+    .await;
+    let generated = expect(
+        app.post("/api/memories", &alice)
+            .json(&json!({"content": "no key given"})),
+        201,
+    )
+    .await;
+    let key = generated["memory_key"].as_str().expect("a generated key");
+    expect(app.get(&format!("/api/memories/{key}"), &alice), 200).await;
+    expect(app.get(&format!("/api/memories/{key}"), &bob), 404).await;
+
+    // On one connection: the write's scope is gone when the call ends.
+    let single = single_connection_pool(&pool).await;
+    let db = mnemo::db::Db::new(single.clone());
+    let who = principal("t1", "carol");
+    let chunk = "carol's note";
+    let written = db
+        .write_call(&who, |tenant, user| {
+            sqlx::query(
+                "SELECT version FROM mnemo_write_memory($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                     $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
+            )
+            .bind(uuid::Uuid::now_v7())
+            .bind("c1")
+            .bind(None::<String>)
+            .bind(None::<String>)
+            .bind("text")
+            .bind("carol's note")
+            .bind(json!({}))
+            .bind(chunk.len() as i64)
+            .bind(1i64)
+            .bind(3i64)
+            .bind("0".repeat(64))
+            .bind(1i32)
+            .bind(vec![0i64])
+            .bind(vec![chunk.len() as i32])
+            .bind(vec![1i64])
+            .bind(vec![1i64])
+            .bind(vec![chunk])
+            .bind(false)
+            .bind(tenant)
+            .bind(user)
+            .map(|_| ())
+        })
+        .await
+        .expect("write");
+    assert_eq!(written.len(), 1, "one memory row written");
+    // The connection is parked; a transaction takes it back and finds no scope left on it.
+    let mut job = db
+        .system(mnemo::db::Job::Schema)
+        .await
+        .expect("begin")
+        .expect("the schema job takes no lock");
+    let (tenant, role): (Option<String>, String) = sqlx::query_as(
+        "SELECT nullif(current_setting('mnemo.tenant', true), ''), current_user::text",
+    )
+    .fetch_one(&mut job)
+    .await
+    .expect("next query");
+    assert_eq!(tenant, None, "the scope ended with the call");
+    assert_ne!(role, "mnemo_app", "the role switch ended with the call");
+    job.rollback().await.expect("rollback");
+    let owner: String = sqlx::query_scalar(
+        "SELECT user_id FROM agent_memories WHERE tenant_id = 't1' AND memory_key = 'c1'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("committed");
+    assert_eq!(owner, "carol");
+
+    for sql in [
+        "DELETE FROM agent_memories",
+        "SELECT message_id FROM mnemo_read_messages($1, $2, $3, $4, $5, $6, $7, $8)",
+    ] {
+        let refused = db
+            .write_call(&principal("t1", "alice"), |_, _| {
+                sqlx::query(sql).map(|_| ())
+            })
+            .await
+            .expect_err("only write functions");
+        assert!(refused.to_string().contains("mnemo_write_"), "{refused}");
+    }
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_memories")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(left, 4, "nothing refused reached the database");
+    tokio::time::timeout(std::time::Duration::from_secs(10), single.close())
+        .await
+        .expect("the pool closes with a connection parked");
+}
+
+/// Every read and write function acts as the user it is given before it touches a table (the
+/// first statement of its body), and runs with its caller's rights, never its owner's.
 #[sqlx::test]
 async fn read_functions_act_as_their_caller_first(pool: PgPool) {
     let functions: Vec<(String, String, bool)> = sqlx::query_as(
         "SELECT p.proname::text, p.prosrc, p.prosecdef
          FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-         WHERE n.nspname = 'public' AND p.proname LIKE 'mnemo\\_read\\_%' ORDER BY 1",
+         WHERE n.nspname = 'public'
+           AND (p.proname LIKE 'mnemo\\_read\\_%' OR p.proname LIKE 'mnemo\\_write\\_%')
+         ORDER BY 1",
     )
     .fetch_all(&pool)
     .await
@@ -1092,7 +1229,8 @@ async fn read_functions_act_as_their_caller_first(pool: PgPool) {
         [
             "mnemo_read_memory",
             "mnemo_read_messages",
-            "mnemo_read_notes"
+            "mnemo_read_notes",
+            "mnemo_write_memory"
         ]
     );
     for (name, source, definer) in &functions {
@@ -1103,7 +1241,7 @@ async fn read_functions_act_as_their_caller_first(pool: PgPool) {
             .unwrap_or_default();
         assert!(
             body.starts_with("PERFORM mnemo_act_as(p_tenant, p_user);"),
-            "{name} reads before it acts as its caller"
+            "{name} reads or writes before it acts as its caller"
         );
     }
 }

@@ -35,7 +35,7 @@ pub use super::read::{
 pub use super::search::search_memory;
 
 pub use listing::{delete_memory, list_memories};
-pub use write::{create, upsert};
+pub use write::{Target, create, upsert};
 
 /// Limits every entry point applies; built from the configuration.
 #[derive(Debug, Clone, Copy)]
@@ -268,7 +268,7 @@ pub async fn store_memory(
     let prepared = prepare(new, limits).await?;
     match prepared.key.clone() {
         Some(key) => upsert(conn, &key, &prepared).await,
-        None => create(conn, &prepared).await,
+        None => create(Target::Tx(conn), &prepared).await,
     }
 }
 

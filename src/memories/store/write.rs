@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{Prepared, check_key, hex};
+use crate::access::Caller;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::memories::model::{PreviousVersion, StoreStatus, StoredMemory};
@@ -63,11 +64,59 @@ impl<'a> ChunkColumns<'a> {
     }
 }
 
+/// Where a new memory is written: in the caller's open transaction (with whatever else the
+/// request writes there), or in one call of `mnemo_write_memory`, which is its own transaction.
+pub enum Target<'a> {
+    Tx(&'a mut Scoped),
+    Call(&'a Caller),
+}
+
 /// Inserts the memory row and all its chunks in one statement. `None` when the key exists.
-async fn insert(conn: &mut Scoped, p: &Prepared, key: &str) -> ApiResult<Option<Written>> {
+async fn insert(target: &mut Target<'_>, p: &Prepared, key: &str) -> ApiResult<Option<Written>> {
+    let columns = ChunkColumns::of(p);
+    let chunk_count = i32::try_from(p.chunks.len()).unwrap_or(i32::MAX);
+    let id = Uuid::now_v7();
+    let conn = match target {
+        Target::Tx(conn) => conn,
+        Target::Call(caller) => {
+            // The same statement as below, in a function that acts as the caller first.
+            let queue = caller.queues_embeddings();
+            let written = caller
+                .write_call(|tenant, user| {
+                    sqlx::query_as!(
+                        Written,
+                        r#"SELECT version AS "version!", created_at AS "created_at!",
+                                  updated_at AS "updated_at!"
+                           FROM mnemo_write_memory($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+                               $12, $13, $14, $15, $16, $17, $18, $19, $20)"#,
+                        id,
+                        key,
+                        p.agent_id,
+                        p.thread_id,
+                        p.memory_type,
+                        p.summary,
+                        p.metadata,
+                        p.size_bytes,
+                        p.line_count,
+                        p.token_count,
+                        p.sha256,
+                        chunk_count,
+                        &columns.byte_starts,
+                        &columns.byte_lens,
+                        &columns.line_starts,
+                        &columns.line_ends,
+                        &columns.texts as &[&str],
+                        queue,
+                        tenant,
+                        user
+                    )
+                })
+                .await?;
+            return Ok(written.into_iter().next());
+        }
+    };
     // The chunks are queued for embedding in the same statement that writes them.
     let queue = conn.queues_embeddings();
-    let columns = ChunkColumns::of(p);
     let written = sqlx::query_as!(
         Written,
         r#"WITH m AS (
@@ -90,7 +139,7 @@ async fn insert(conn: &mut Scoped, p: &Prepared, key: &str) -> ApiResult<Option<
              SELECT m.tenant_id, m.user_id, 'memory', m.id FROM m WHERE $18
          )
          SELECT version, created_at, updated_at FROM m"#,
-        Uuid::now_v7(),
+        id,
         key,
         p.agent_id,
         p.thread_id,
@@ -101,7 +150,7 @@ async fn insert(conn: &mut Scoped, p: &Prepared, key: &str) -> ApiResult<Option<
         p.line_count,
         p.token_count,
         p.sha256,
-        i32::try_from(p.chunks.len()).unwrap_or(i32::MAX),
+        chunk_count,
         &columns.byte_starts,
         &columns.byte_lens,
         &columns.line_starts,
@@ -109,7 +158,7 @@ async fn insert(conn: &mut Scoped, p: &Prepared, key: &str) -> ApiResult<Option<
         &columns.texts as &[&str],
         queue
     )
-    .fetch_optional(&mut *conn)
+    .fetch_optional(&mut **conn)
     .await?;
     Ok(written)
 }
@@ -141,9 +190,9 @@ fn stored(
 }
 
 /// Stores a new memory (`POST`): under its key (409 when the key exists) or a generated one.
-pub async fn create(conn: &mut Scoped, p: &Prepared) -> ApiResult<StoredMemory> {
+pub async fn create(mut target: Target<'_>, p: &Prepared) -> ApiResult<StoredMemory> {
     if let Some(key) = &p.key {
-        return match insert(conn, p, key).await? {
+        return match insert(&mut target, p, key).await? {
             Some(written) => Ok(stored(p, key.clone(), written, StoreStatus::Created, None)),
             None => Err(ApiError::conflict(format!(
                 "memory key `{key}` already exists; PUT /api/memories/{key} replaces it"
@@ -154,7 +203,7 @@ pub async fn create(conn: &mut Scoped, p: &Prepared) -> ApiResult<StoredMemory> 
     // A generated key colliding is very unlikely; try a few before giving up.
     for _ in 0..4 {
         let key = generate_key(&p.memory_type);
-        if let Some(written) = insert(conn, p, &key).await? {
+        if let Some(written) = insert(&mut target, p, &key).await? {
             return Ok(stored(p, key, written, StoreStatus::Created, None));
         }
     }
@@ -197,7 +246,7 @@ pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<Sto
         .fetch_optional(&mut *conn)
         .await?;
         let Some(old) = existing else {
-            if let Some(written) = insert(conn, p, key).await? {
+            if let Some(written) = insert(&mut Target::Tx(conn), p, key).await? {
                 return Ok(stored(
                     p,
                     key.to_owned(),
