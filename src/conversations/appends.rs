@@ -214,8 +214,14 @@ async fn write_group(state: &AppState, caller: &Caller, group: Vec<Pending>) {
     }
 }
 
-/// One transaction: each archive of `group` in order, then the commit.
+/// One transaction: each archive of `group` in order, then the commit. An archive alone is one
+/// call, which is its own transaction.
 async fn archive_all(caller: &Caller, group: &[Pending]) -> Result<Vec<Archived>, sqlx::Error> {
+    if let [p] = group {
+        return Ok(vec![
+            store::archive_in_one_call(caller, &p.session, &p.agent, &p.batch).await?,
+        ]);
+    }
     let mut tx = caller.begin().await?;
     let mut archived = Vec::with_capacity(group.len());
     for p in group {

@@ -1230,6 +1230,7 @@ async fn read_functions_act_as_their_caller_first(pool: PgPool) {
             "mnemo_read_memory",
             "mnemo_read_messages",
             "mnemo_read_notes",
+            "mnemo_write_archive",
             "mnemo_write_memory"
         ]
     );
@@ -1244,6 +1245,25 @@ async fn read_functions_act_as_their_caller_first(pool: PgPool) {
             "{name} reads or writes before it acts as its caller"
         );
     }
+}
+
+/// An archive alone runs, in `mnemo_write_archive`, the very statement a grouped archive runs in
+/// its transaction (and `bench-explain` explains).
+#[sqlx::test]
+async fn the_archive_function_runs_the_archive_statement(pool: PgPool) {
+    let source: String =
+        sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'mnemo_write_archive'")
+            .fetch_one(&pool)
+            .await
+            .expect("source");
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let statement = words(mnemo::conversations::store::ARCHIVE_SQL);
+    assert!(
+        words(&source).contains(&format!(
+            "PERFORM mnemo_act_as(p_tenant, p_user); {statement} INTO r;"
+        )),
+        "the function's archive differs from ARCHIVE_SQL"
+    );
 }
 
 /// The page statements the conversation store documents and explains are the ones

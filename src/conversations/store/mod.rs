@@ -10,6 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::batch::Batch;
+use crate::access::Caller;
 use crate::db::Scoped;
 
 pub use messages::{messages, messages_sql};
@@ -174,7 +175,68 @@ struct ArchiveRow {
     summary_covers: i32,
 }
 
-/// Archives `batch` into `session_id` (see [`ARCHIVE_SQL`]).
+/// The bind parameters of [`ARCHIVE_SQL`] made from a batch, as column arrays.
+struct ArchiveArgs<'a> {
+    ids: Vec<&'a str>,
+    senders: Vec<&'a str>,
+    texts: Vec<&'a str>,
+    times: Vec<DateTime<Utc>>,
+    calls: Vec<Option<Value>>,
+    call_ids: Vec<Option<&'a str>>,
+    edited: Vec<Option<DateTime<Utc>>>,
+    gone_ids: Vec<&'a str>,
+    gone_edited: Vec<Option<DateTime<Utc>>>,
+    span: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    received: i32,
+    batch_id: Uuid,
+}
+
+impl<'a> ArchiveArgs<'a> {
+    fn of(batch: &'a Batch) -> Self {
+        let messages = &batch.messages;
+        ArchiveArgs {
+            ids: messages.iter().map(|m| m.id.as_str()).collect(),
+            senders: messages.iter().map(|m| m.sender).collect(),
+            texts: messages.iter().map(|m| m.text.as_str()).collect(),
+            times: messages.iter().map(|m| m.sent_at).collect(),
+            calls: messages.iter().map(|m| m.tool_calls.clone()).collect(),
+            call_ids: messages.iter().map(|m| m.tool_call_id.as_deref()).collect(),
+            edited: messages.iter().map(|m| m.edited_at).collect(),
+            gone_ids: batch.deletions.iter().map(|d| d.id.as_str()).collect(),
+            gone_edited: batch.deletions.iter().map(|d| d.edited_at).collect(),
+            span: batch.span(),
+            received: i32::try_from(batch.received()).unwrap_or(i32::MAX),
+            batch_id: Uuid::now_v7(),
+        }
+    }
+
+    fn archived(self, row: ArchiveRow) -> Archived {
+        let ArchiveRow {
+            version,
+            new_ids,
+            updated_ids,
+            deleted_ids,
+            archived_at,
+            message_count,
+            summary_covers,
+        } = row;
+        let changed = new_ids.len() + updated_ids.len() + deleted_ids.len();
+        let duplicates = i64::from(self.received) - i64::try_from(changed).unwrap_or(0);
+        Archived {
+            batch_id: self.batch_id,
+            version,
+            new_ids,
+            updated_ids,
+            deleted_ids,
+            archived_at: archived_at.unwrap_or_else(Utc::now),
+            duplicates,
+            message_count,
+            summary_covers,
+        }
+    }
+}
+
+/// Archives `batch` into `session_id` in the caller's transaction (see [`ARCHIVE_SQL`]).
 pub async fn archive(
     conn: &mut Scoped,
     session_id: &str,
@@ -182,20 +244,7 @@ pub async fn archive(
     batch: &Batch,
 ) -> Result<Archived, sqlx::Error> {
     let embed = conn.queues_embeddings();
-    let messages = &batch.messages;
-    let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
-    let senders: Vec<&str> = messages.iter().map(|m| m.sender).collect();
-    let texts: Vec<&str> = messages.iter().map(|m| m.text.as_str()).collect();
-    let times: Vec<DateTime<Utc>> = messages.iter().map(|m| m.sent_at).collect();
-    let calls: Vec<Option<Value>> = messages.iter().map(|m| m.tool_calls.clone()).collect();
-    let call_ids: Vec<Option<&str>> = messages.iter().map(|m| m.tool_call_id.as_deref()).collect();
-    let edited: Vec<Option<DateTime<Utc>>> = messages.iter().map(|m| m.edited_at).collect();
-    let gone_ids: Vec<&str> = batch.deletions.iter().map(|d| d.id.as_str()).collect();
-    let gone_edited: Vec<Option<DateTime<Utc>>> =
-        batch.deletions.iter().map(|d| d.edited_at).collect();
-    let span = batch.span();
-    let received = i32::try_from(batch.received()).unwrap_or(i32::MAX);
-    let batch_id = Uuid::now_v7();
+    let a = ArchiveArgs::of(batch);
     macro_rules! archive {
         ($sql:literal) => {
             sqlx::query_as!(
@@ -205,48 +254,77 @@ pub async fn archive(
                 agent,
                 // The macro expects arrays of owned, non-null elements (`&[String]` and the
                 // like); `as` states these arrays' own types, which encode the same.
-                &ids as &[&str],
-                &senders as &[&str],
-                &texts as &[&str],
-                &times,
-                &calls as &[Option<Value>],
-                &call_ids as &[Option<&str>],
-                batch_id,
-                span.map(|s| s.0),
-                span.map(|s| s.1),
-                received,
+                &a.ids as &[&str],
+                &a.senders as &[&str],
+                &a.texts as &[&str],
+                &a.times,
+                &a.calls as &[Option<Value>],
+                &a.call_ids as &[Option<&str>],
+                a.batch_id,
+                a.span.map(|s| s.0),
+                a.span.map(|s| s.1),
+                a.received,
                 embed,
-                &edited as &[Option<DateTime<Utc>>],
-                &gone_ids as &[&str],
-                &gone_edited as &[Option<DateTime<Utc>>]
+                &a.edited as &[Option<DateTime<Utc>>],
+                &a.gone_ids as &[&str],
+                &a.gone_edited as &[Option<DateTime<Utc>>]
             )
         };
     }
-    let ArchiveRow {
-        version,
-        new_ids,
-        updated_ids,
-        deleted_ids,
-        archived_at,
-        message_count,
-        summary_covers,
-    } = archive_sql!(archive).fetch_one(&mut *conn).await?;
+    let row = archive_sql!(archive).fetch_one(&mut *conn).await?;
     if !embed {
-        forget_vectors(conn, session_id, &updated_ids).await?;
+        forget_vectors(conn, session_id, &row.updated_ids).await?;
     }
-    let changed = new_ids.len() + updated_ids.len() + deleted_ids.len();
-    let duplicates = i64::from(received) - i64::try_from(changed).unwrap_or(0);
-    Ok(Archived {
-        batch_id,
-        version,
-        new_ids,
-        updated_ids,
-        deleted_ids,
-        archived_at: archived_at.unwrap_or_else(Utc::now),
-        duplicates,
-        message_count,
-        summary_covers,
-    })
+    Ok(a.archived(row))
+}
+
+/// Archives `batch` into `session_id` as `caller` in one call of `mnemo_write_archive`, its own
+/// transaction: the same statement (and, without an embedder, the same deletion of the updated
+/// messages' old vectors), one round trip instead of five.
+pub async fn archive_in_one_call(
+    caller: &Caller,
+    session_id: &str,
+    agent: &str,
+    batch: &Batch,
+) -> Result<Archived, sqlx::Error> {
+    let embed = caller.queues_embeddings();
+    let a = ArchiveArgs::of(batch);
+    let rows = caller
+        .write_call(|tenant, user| {
+            sqlx::query_as!(
+                ArchiveRow,
+                r#"SELECT version AS "version!", new_ids AS "new_ids!",
+                          updated_ids AS "updated_ids!", deleted_ids AS "deleted_ids!",
+                          archived_at, message_count AS "message_count!",
+                          summary_covers AS "summary_covers!"
+                   FROM mnemo_write_archive($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                       $13, $14, $15, $16, $17, $18)"#,
+                session_id,
+                agent,
+                &a.ids as &[&str],
+                &a.senders as &[&str],
+                &a.texts as &[&str],
+                &a.times,
+                &a.calls as &[Option<Value>],
+                &a.call_ids as &[Option<&str>],
+                a.batch_id,
+                a.span.map(|s| s.0),
+                a.span.map(|s| s.1),
+                a.received,
+                embed,
+                &a.edited as &[Option<DateTime<Utc>>],
+                &a.gone_ids as &[&str],
+                &a.gone_edited as &[Option<DateTime<Utc>>],
+                tenant,
+                user
+            )
+        })
+        .await?;
+    let row = rows
+        .into_iter()
+        .next()
+        .ok_or_else(|| sqlx::Error::Protocol("mnemo_write_archive answered no row".into()))?;
+    Ok(a.archived(row))
 }
 
 /// Without an embedder nothing re-embeds an updated message, so vectors a former embedder made
