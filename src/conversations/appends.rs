@@ -10,9 +10,9 @@
 //! Here, archives of a user that arrive while one of theirs is being written in the same lane (a
 //! session always maps to the same one of [`LANES`]) wait for it and are then written together:
 //! one transaction, one archive statement each in arrival order (so a session's archives keep
-//! their order), one commit. The first archive of a quiet user is written
-//! at once, alone, as before. Each request still gets its own answer (its own counts and batch
-//! id), exactly what it would have got alone. When the group's transaction fails, each of its
+//! their order), one commit. The first archive of a quiet user is written at once, alone, in one
+//! call of `mnemo_write_archive` (its own transaction, one round trip). Each request still gets
+//! its own answer (its own counts and batch id), exactly what it would have got alone. When the group's transaction fails, each of its
 //! archives is retried alone, so one batch's error is never another's.
 //!
 //! The group is written by a background job (drained on shutdown), not by the request that

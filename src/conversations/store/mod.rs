@@ -20,15 +20,10 @@ pub use sessions::{
 };
 pub use window::{WINDOW_SQL, WindowMessage, WindowRead, window};
 
-/// Expands to `$then!("...")` with the text of [`ARCHIVE_SQL`]. sqlx's macros take a string
-/// literal only, not a constant, so the checked query in [`archive`] and the constant (which the
-/// benchmark's `EXPLAIN` reads) are both made from this one literal. The other statements of this
-/// module that have a public text are written the same way, but for the message page, which a
-/// read function runs (see [`messages_sql`]).
-macro_rules! archive_sql {
-    ($then:ident) => {
-        $then!(
-            r#"WITH session AS (
+/// The archive statement `mnemo_write_archive` runs, with the function's parameters `$1`..`$16`
+/// (the migration holds the same text; a test compares them, and the benchmark's `EXPLAIN` reads
+/// this one). See [`archive`].
+pub const ARCHIVE_SQL: &str = r#"WITH session AS (
     INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name)
     VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2)
     ON CONFLICT (tenant_id, user_id, session_id)
@@ -108,25 +103,7 @@ SELECT (SELECT version FROM session) AS "version!",
        (SELECT max(archived_at) FROM inserted) AS archived_at,
        (SELECT message_count FROM session) + (SELECT count(*) FROM inserted)::int
            AS "message_count!",
-       (SELECT summary_message_count FROM session) AS "summary_covers!""#
-        )
-    };
-}
-
-/// The archive of one batch, in one statement: the session is created on first sight (or its
-/// activity time and version bumped); the messages go in with one multi-row
-/// `INSERT ... ON CONFLICT DO UPDATE` through the primary key, so the cost is the batch's, never
-/// the session's length: a new message is inserted, a stored one sent with other content is
-/// updated in place (keeping its `seq` and time) unless the stored state is newer (see
-/// [`super::model::IncomingMessage::edited_at`]), one sent as stored changes nothing; deletions
-/// delete (their vectors go by cascade); and the batch is recorded in
-/// `recent_conversation_history`. The upsert and the delete test the stored row itself, so a
-/// concurrent archive of the same message is re-checked, not overwritten blindly.
-///
-/// With an embedder, new and updated messages are queued for the indexer (which replaces a
-/// message's vectors, and drops them when it has no text left), and so is the message after each
-/// updated or deleted one: its context vector was made with the old text.
-pub const ARCHIVE_SQL: &str = archive_sql!(concat);
+       (SELECT summary_message_count FROM session) AS "summary_covers!""#;
 
 /// What an archive did.
 #[derive(Debug, Clone)]
@@ -236,85 +213,101 @@ impl<'a> ArchiveArgs<'a> {
     }
 }
 
-/// Archives `batch` into `session_id` in the caller's transaction (see [`ARCHIVE_SQL`]).
+/// The call of `mnemo_write_archive` `$sql` with the arguments of `$a` (an [`ArchiveArgs`]);
+/// `$sql` names the function's last two, the tenant and user, given as `$scope`.
+macro_rules! write_archive {
+    ($a:expr, $session:expr, $agent:expr, $queue:expr, $sql:literal $(, $scope:expr)*) => {
+        sqlx::query_as!(
+            ArchiveRow,
+            $sql,
+            $session,
+            $agent,
+            // The macro expects arrays of owned, non-null elements (`&[String]` and the
+            // like); `as` states these arrays' own types, which encode the same.
+            &$a.ids as &[&str],
+            &$a.senders as &[&str],
+            &$a.texts as &[&str],
+            &$a.times,
+            &$a.calls as &[Option<Value>],
+            &$a.call_ids as &[Option<&str>],
+            $a.batch_id,
+            $a.span.map(|s| s.0),
+            $a.span.map(|s| s.1),
+            $a.received,
+            $queue,
+            &$a.edited as &[Option<DateTime<Utc>>],
+            &$a.gone_ids as &[&str],
+            &$a.gone_edited as &[Option<DateTime<Utc>>]
+            $(, $scope)*
+        )
+    };
+}
+
+/// The archive of one batch, in one statement: the session is created on first sight (or its
+/// activity time and version bumped); the messages go in with one multi-row
+/// `INSERT ... ON CONFLICT DO UPDATE` through the primary key, so the cost is the batch's, never
+/// the session's length: a new message is inserted, a stored one sent with other content is
+/// updated in place (keeping its `seq` and time) unless the stored state is newer (see
+/// [`super::model::IncomingMessage::edited_at`]), one sent as stored changes nothing; deletions
+/// delete (their vectors go by cascade); and the batch is recorded in
+/// `recent_conversation_history`. The upsert and the delete test the stored row itself, so a
+/// concurrent archive of the same message is re-checked, not overwritten blindly.
+///
+/// With an embedder, new and updated messages are queued for the indexer (which replaces a
+/// message's vectors, and drops them when it has no text left), and so is the message after each
+/// updated or deleted one: its context vector was made with the old text. Without one, nothing
+/// re-embeds an updated message, so the function deletes the vectors a former embedder made of
+/// its old text (a later embedder's backfill queues it again); deleted messages lose theirs by
+/// cascade.
+///
+/// In the caller's transaction (with the other archives of a group), through the same function
+/// as [`archive_in_one_call`], which sets the transaction's scope again, to the same user.
 pub async fn archive(
     conn: &mut Scoped,
     session_id: &str,
     agent: &str,
     batch: &Batch,
 ) -> Result<Archived, sqlx::Error> {
-    let embed = conn.queues_embeddings();
     let a = ArchiveArgs::of(batch);
-    macro_rules! archive {
-        ($sql:literal) => {
-            sqlx::query_as!(
-                ArchiveRow,
-                $sql,
-                session_id,
-                agent,
-                // The macro expects arrays of owned, non-null elements (`&[String]` and the
-                // like); `as` states these arrays' own types, which encode the same.
-                &a.ids as &[&str],
-                &a.senders as &[&str],
-                &a.texts as &[&str],
-                &a.times,
-                &a.calls as &[Option<Value>],
-                &a.call_ids as &[Option<&str>],
-                a.batch_id,
-                a.span.map(|s| s.0),
-                a.span.map(|s| s.1),
-                a.received,
-                embed,
-                &a.edited as &[Option<DateTime<Utc>>],
-                &a.gone_ids as &[&str],
-                &a.gone_edited as &[Option<DateTime<Utc>>]
-            )
-        };
-    }
-    let row = archive_sql!(archive).fetch_one(&mut *conn).await?;
-    if !embed {
-        forget_vectors(conn, session_id, &row.updated_ids).await?;
-    }
+    let row = write_archive!(
+        a,
+        session_id,
+        agent,
+        conn.queues_embeddings(),
+        r#"SELECT version AS "version!", new_ids AS "new_ids!",
+                  updated_ids AS "updated_ids!", deleted_ids AS "deleted_ids!",
+                  archived_at, message_count AS "message_count!",
+                  summary_covers AS "summary_covers!"
+           FROM mnemo_write_archive($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+               $15, $16, current_setting('mnemo.tenant'), current_setting('mnemo.user'))"#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
     Ok(a.archived(row))
 }
 
 /// Archives `batch` into `session_id` as `caller` in one call of `mnemo_write_archive`, its own
-/// transaction: the same statement (and, without an embedder, the same deletion of the updated
-/// messages' old vectors), one round trip instead of five.
+/// transaction (see [`archive`]): one round trip instead of five.
 pub async fn archive_in_one_call(
     caller: &Caller,
     session_id: &str,
     agent: &str,
     batch: &Batch,
 ) -> Result<Archived, sqlx::Error> {
-    let embed = caller.queues_embeddings();
     let a = ArchiveArgs::of(batch);
     let rows = caller
         .write_call(|tenant, user| {
-            sqlx::query_as!(
-                ArchiveRow,
+            write_archive!(
+                a,
+                session_id,
+                agent,
+                caller.queues_embeddings(),
                 r#"SELECT version AS "version!", new_ids AS "new_ids!",
                           updated_ids AS "updated_ids!", deleted_ids AS "deleted_ids!",
                           archived_at, message_count AS "message_count!",
                           summary_covers AS "summary_covers!"
                    FROM mnemo_write_archive($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
                        $13, $14, $15, $16, $17, $18)"#,
-                session_id,
-                agent,
-                &a.ids as &[&str],
-                &a.senders as &[&str],
-                &a.texts as &[&str],
-                &a.times,
-                &a.calls as &[Option<Value>],
-                &a.call_ids as &[Option<&str>],
-                a.batch_id,
-                a.span.map(|s| s.0),
-                a.span.map(|s| s.1),
-                a.received,
-                embed,
-                &a.edited as &[Option<DateTime<Utc>>],
-                &a.gone_ids as &[&str],
-                &a.gone_edited as &[Option<DateTime<Utc>>],
                 tenant,
                 user
             )
@@ -325,31 +318,4 @@ pub async fn archive_in_one_call(
         .next()
         .ok_or_else(|| sqlx::Error::Protocol("mnemo_write_archive answered no row".into()))?;
     Ok(a.archived(row))
-}
-
-/// Without an embedder nothing re-embeds an updated message, so vectors a former embedder made
-/// of its old text are deleted here (the backfill of a later embedder then queues it again).
-/// Deleted messages lose theirs by cascade.
-async fn forget_vectors(
-    conn: &mut Scoped,
-    session_id: &str,
-    message_ids: &[String],
-) -> Result<(), sqlx::Error> {
-    if message_ids.is_empty() {
-        return Ok(());
-    }
-    let exists =
-        sqlx::query_scalar!(r#"SELECT to_regclass('message_vectors') IS NOT NULL AS "exists!""#)
-            .fetch_one(&mut *conn)
-            .await?;
-    if exists {
-        sqlx::query!(
-            "DELETE FROM message_vectors WHERE session_id = $1 AND message_id = ANY($2)",
-            session_id,
-            message_ids
-        )
-        .execute(&mut *conn)
-        .await?;
-    }
-    Ok(())
 }

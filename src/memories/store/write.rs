@@ -71,95 +71,71 @@ pub enum Target<'a> {
     Call(&'a Caller),
 }
 
-/// Inserts the memory row and all its chunks in one statement. `None` when the key exists.
+/// Inserts the memory row and all its chunks in one statement, `mnemo_write_memory`'s (which
+/// also queues the chunks for the embedder when the server has one). `None` when the key exists.
 async fn insert(target: &mut Target<'_>, p: &Prepared, key: &str) -> ApiResult<Option<Written>> {
     let columns = ChunkColumns::of(p);
     let chunk_count = i32::try_from(p.chunks.len()).unwrap_or(i32::MAX);
     let id = Uuid::now_v7();
-    let conn = match target {
-        Target::Tx(conn) => conn,
-        Target::Call(caller) => {
-            // The same statement as below, in a function that acts as the caller first.
-            let queue = caller.queues_embeddings();
-            let written = caller
-                .write_call(|tenant, user| {
-                    sqlx::query_as!(
-                        Written,
-                        r#"SELECT version AS "version!", created_at AS "created_at!",
-                                  updated_at AS "updated_at!"
-                           FROM mnemo_write_memory($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
-                               $12, $13, $14, $15, $16, $17, $18, $19, $20)"#,
-                        id,
-                        key,
-                        p.agent_id,
-                        p.thread_id,
-                        p.memory_type,
-                        p.summary,
-                        p.metadata,
-                        p.size_bytes,
-                        p.line_count,
-                        p.token_count,
-                        p.sha256,
-                        chunk_count,
-                        &columns.byte_starts,
-                        &columns.byte_lens,
-                        &columns.line_starts,
-                        &columns.line_ends,
-                        &columns.texts as &[&str],
-                        queue,
-                        tenant,
-                        user
-                    )
-                })
-                .await?;
-            return Ok(written.into_iter().next());
+    // The call with its arguments; `$sql` names the function's last two, the tenant and user.
+    macro_rules! write_memory {
+        ($queue:expr, $sql:literal $(, $scope:expr)*) => {
+            sqlx::query_as!(
+                Written,
+                $sql,
+                id,
+                key,
+                p.agent_id,
+                p.thread_id,
+                p.memory_type,
+                p.summary,
+                p.metadata,
+                p.size_bytes,
+                p.line_count,
+                p.token_count,
+                p.sha256,
+                chunk_count,
+                &columns.byte_starts,
+                &columns.byte_lens,
+                &columns.line_starts,
+                &columns.line_ends,
+                &columns.texts as &[&str],
+                $queue
+                $(, $scope)*
+            )
+        };
+    }
+    let written = match target {
+        // Its own transaction, acting as the caller.
+        Target::Call(caller) => caller
+            .write_call(|tenant, user| {
+                write_memory!(
+                    caller.queues_embeddings(),
+                    r#"SELECT version AS "version!", created_at AS "created_at!",
+                              updated_at AS "updated_at!"
+                       FROM mnemo_write_memory($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                           $13, $14, $15, $16, $17, $18, $19, $20)"#,
+                    tenant,
+                    user
+                )
+            })
+            .await?
+            .into_iter()
+            .next(),
+        // In the caller's transaction, whose scope the function sets again, to the same user.
+        Target::Tx(conn) => {
+            write_memory!(
+                conn.queues_embeddings(),
+                r#"SELECT version AS "version!", created_at AS "created_at!",
+                          updated_at AS "updated_at!"
+                   FROM mnemo_write_memory($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                       $13, $14, $15, $16, $17, $18, current_setting('mnemo.tenant'),
+                       current_setting('mnemo.user'))"#
+            )
+            .fetch_optional(&mut **conn)
+            .await?
         }
     };
-    // The chunks are queued for embedding in the same statement that writes them.
-    let queue = conn.queues_embeddings();
-    let written = sqlx::query_as!(
-        Written,
-        r#"WITH m AS (
-             INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, agent_id, thread_id,
-                 memory_type, summary, content_metadata, size_bytes, line_count, token_count,
-                 content_sha256, chunk_count)
-             VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3,
-                 $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             ON CONFLICT (tenant_id, user_id, memory_key) DO NOTHING
-             RETURNING tenant_id, user_id, id, version, created_at, updated_at
-         ), c AS (
-             INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start, byte_len,
-                 line_start, line_end, content)
-             SELECT m.tenant_id, m.user_id, m.id, u.byte_start, u.byte_len, u.line_start,
-                 u.line_end, u.content
-             FROM m, unnest($13::int8[], $14::int4[], $15::int8[], $16::int8[], $17::text[])
-                 AS u(byte_start, byte_len, line_start, line_end, content)
-         ), o AS (
-             INSERT INTO embedding_outbox (tenant_id, user_id, kind, memory_id)
-             SELECT m.tenant_id, m.user_id, 'memory', m.id FROM m WHERE $18
-         )
-         SELECT version, created_at, updated_at FROM m"#,
-        id,
-        key,
-        p.agent_id,
-        p.thread_id,
-        p.memory_type,
-        p.summary,
-        p.metadata,
-        p.size_bytes,
-        p.line_count,
-        p.token_count,
-        p.sha256,
-        chunk_count,
-        &columns.byte_starts,
-        &columns.byte_lens,
-        &columns.line_starts,
-        &columns.line_ends,
-        &columns.texts as &[&str],
-        queue
-    )
-    .fetch_optional(&mut **conn)
-    .await?;
     Ok(written)
 }
 
