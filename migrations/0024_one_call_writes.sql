@@ -157,3 +157,40 @@ BEGIN
     RETURN NEXT;
 END
 $$;
+
+-- Archives that arrive together, in one call and so one transaction: archive i is
+-- (p_sessions[i], p_agents[i], p_batches[i], ...), its messages the slice of the message arrays
+-- after the previous archive's end up to p_message_ends[i], its deletions likewise up to
+-- p_deletion_ends[i]. Each is written by mnemo_write_archive in order, so each sees the ones
+-- before it; one row per archive, in the same order. Any error ends the call with nothing
+-- written.
+CREATE FUNCTION mnemo_write_archives(
+    p_sessions text[], p_agents text[], p_batches uuid[], p_starts timestamptz[],
+    p_ends timestamptz[], p_received int[], p_message_ends int[], p_ids text[],
+    p_senders text[], p_texts text[], p_sent_at timestamptz[], p_tool_calls jsonb[],
+    p_tool_call_ids text[], p_edited_at timestamptz[], p_deletion_ends int[],
+    p_deleted_ids text[], p_deleted_edited_at timestamptz[], p_queue boolean, p_tenant text,
+    p_user text)
+RETURNS TABLE (version bigint, new_ids text[], updated_ids text[], deleted_ids text[],
+               archived_at timestamptz, message_count int, summary_covers int)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    m int := 1;
+    d int := 1;
+BEGIN
+    PERFORM mnemo_act_as(p_tenant, p_user);
+    FOR i IN 1 .. coalesce(cardinality(p_sessions), 0) LOOP
+        RETURN QUERY SELECT * FROM mnemo_write_archive(
+            p_sessions[i], p_agents[i], p_ids[m:p_message_ends[i]],
+            p_senders[m:p_message_ends[i]], p_texts[m:p_message_ends[i]],
+            p_sent_at[m:p_message_ends[i]], p_tool_calls[m:p_message_ends[i]],
+            p_tool_call_ids[m:p_message_ends[i]], p_batches[i], p_starts[i], p_ends[i],
+            p_received[i], p_queue, p_edited_at[m:p_message_ends[i]],
+            p_deleted_ids[d:p_deletion_ends[i]], p_deleted_edited_at[d:p_deletion_ends[i]],
+            p_tenant, p_user);
+        m := p_message_ends[i] + 1;
+        d := p_deletion_ends[i] + 1;
+    END LOOP;
+END
+$$;

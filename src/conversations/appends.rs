@@ -10,9 +10,10 @@
 //! Here, archives of a user that arrive while one of theirs is being written in the same lane (a
 //! session always maps to the same one of [`LANES`]) wait for it and are then written together:
 //! one transaction, one archive statement each in arrival order (so a session's archives keep
-//! their order), one commit. The first archive of a quiet user is written at once, alone, in one
-//! call of `mnemo_write_archive` (its own transaction, one round trip). Each request still gets
-//! its own answer (its own counts and batch id), exactly what it would have got alone. When the group's transaction fails, each of its
+//! their order), one commit, all in one call of `mnemo_write_archives`. The first archive of a
+//! quiet user is written at once, alone, in one call of `mnemo_write_archive` (its own
+//! transaction, one round trip). Each request still gets its own answer (its own counts and batch
+//! id), exactly what it would have got alone. When the group's transaction fails, each of its
 //! archives is retried alone, so one batch's error is never another's.
 //!
 //! The group is written by a background job (drained on shutdown), not by the request that
@@ -214,19 +215,16 @@ async fn write_group(state: &AppState, caller: &Caller, group: Vec<Pending>) {
     }
 }
 
-/// One transaction: each archive of `group` in order, then the commit. An archive alone is one
-/// call, which is its own transaction.
+/// One transaction, in one call: each archive of `group` in order, then the commit.
 async fn archive_all(caller: &Caller, group: &[Pending]) -> Result<Vec<Archived>, sqlx::Error> {
     if let [p] = group {
         return Ok(vec![
             store::archive_in_one_call(caller, &p.session, &p.agent, &p.batch).await?,
         ]);
     }
-    let mut tx = caller.begin().await?;
-    let mut archived = Vec::with_capacity(group.len());
-    for p in group {
-        archived.push(store::archive(&mut tx, &p.session, &p.agent, &p.batch).await?);
-    }
-    tx.commit().await?;
-    Ok(archived)
+    let group: Vec<(&str, &str, &Batch)> = group
+        .iter()
+        .map(|p| (p.session.as_str(), p.agent.as_str(), &p.batch))
+        .collect();
+    store::archive_group_in_one_call(caller, &group).await
 }

@@ -270,6 +270,89 @@ async fn archives_to_a_busy_session_commit_together_with_their_own_answers(pool:
     );
 }
 
+/// When one archive of a group fails, the group's call writes nothing and each of its archives is
+/// then written alone: the others are stored and answered, only the failing one gets its error.
+#[sqlx::test]
+async fn one_failing_archive_of_a_group_fails_alone(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let token = app.token("t1", "alice");
+    expect(
+        app.post(ARCHIVE, &token)
+            .json(&batch("s1", vec![msg("m0", "first", "user", 0)])),
+        200,
+    )
+    .await;
+    // A fault that one message of the group meets, injected for the test.
+    sqlx::raw_sql(
+        "CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.text = 'boom' THEN RAISE EXCEPTION 'refused for the test'; END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER test_refuse BEFORE INSERT ON conversation_messages
+             FOR EACH ROW EXECUTE FUNCTION test_refuse();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM agent_sessions WHERE session_id = 's1' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let post = |id: &str, text: &str| {
+        let request = app
+            .post(ARCHIVE, &token)
+            .json(&batch("s1", vec![msg(id, text, "user", 1)]));
+        tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        })
+    };
+    let blocked = post("a1", "blocked one");
+    one_waits_on_a_lock(&pool).await;
+    let queued: Vec<_> = [("b1", "fine"), ("b2", "boom"), ("b3", "fine too")]
+        .into_iter()
+        .map(|(id, text)| post(id, text))
+        .collect();
+    for _ in 0..200 {
+        if app.state.session_appends.waiting() == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.state.session_appends.waiting(), 3);
+    holder.commit().await.unwrap();
+
+    assert_eq!(blocked.await.unwrap().0, 200);
+    let mut statuses = Vec::new();
+    for answer in queued {
+        statuses.push(answer.await.unwrap().0);
+    }
+    assert_eq!(statuses, [200, 500, 200]);
+    let page = expect(app.get("/api/chat/sessions/s1/messages", &token), 200).await;
+    let ids: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["m0", "a1", "b1", "b3"]);
+    // b1 and b3 each in a transaction of its own, after the group's rolled back.
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(DISTINCT xmin::text) FROM conversation_messages"
+        )
+        .await,
+        4
+    );
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM recent_conversation_history").await,
+        4
+    );
+}
+
 #[sqlx::test]
 async fn bad_batches_are_refused_whole_naming_the_message(pool: PgPool) {
     let app = TestApp::with_config(pool.clone(), |c| {

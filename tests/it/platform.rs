@@ -1231,6 +1231,7 @@ async fn read_functions_act_as_their_caller_first(pool: PgPool) {
             "mnemo_read_messages",
             "mnemo_read_notes",
             "mnemo_write_archive",
+            "mnemo_write_archives",
             "mnemo_write_memory"
         ]
     );

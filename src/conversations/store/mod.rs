@@ -187,6 +187,24 @@ impl<'a> ArchiveArgs<'a> {
         }
     }
 
+    /// No messages, no deletions (the columns of a group are gathered into it).
+    fn empty() -> Self {
+        ArchiveArgs {
+            ids: Vec::new(),
+            senders: Vec::new(),
+            texts: Vec::new(),
+            times: Vec::new(),
+            calls: Vec::new(),
+            call_ids: Vec::new(),
+            edited: Vec::new(),
+            gone_ids: Vec::new(),
+            gone_edited: Vec::new(),
+            span: None,
+            received: 0,
+            batch_id: Uuid::nil(),
+        }
+    }
+
     fn archived(self, row: ArchiveRow) -> Archived {
         let ArchiveRow {
             version,
@@ -211,6 +229,84 @@ impl<'a> ArchiveArgs<'a> {
             summary_covers,
         }
     }
+}
+
+/// Archives that arrive together, each `(session, agent, batch)` in order, as `caller` in one
+/// call of `mnemo_write_archives`: one transaction and one round trip for the group, each archive
+/// the statement of [`archive`], seeing the ones before it. The answers come in the same order.
+pub async fn archive_group_in_one_call(
+    caller: &Caller,
+    group: &[(&str, &str, &Batch)],
+) -> Result<Vec<Archived>, sqlx::Error> {
+    let mut args: Vec<ArchiveArgs> = group.iter().map(|(_, _, b)| ArchiveArgs::of(b)).collect();
+    let sessions: Vec<&str> = group.iter().map(|g| g.0).collect();
+    let agents: Vec<&str> = group.iter().map(|g| g.1).collect();
+    let batches: Vec<Uuid> = args.iter().map(|a| a.batch_id).collect();
+    let starts: Vec<Option<DateTime<Utc>>> = args.iter().map(|a| a.span.map(|s| s.0)).collect();
+    let ends: Vec<Option<DateTime<Utc>>> = args.iter().map(|a| a.span.map(|s| s.1)).collect();
+    let received: Vec<i32> = args.iter().map(|a| a.received).collect();
+    // Each archive's messages and deletions, one after another, and where each archive's end.
+    let mut all = ArchiveArgs::empty();
+    let (mut message_ends, mut deletion_ends) = (Vec::new(), Vec::new());
+    for a in &mut args {
+        all.ids.append(&mut a.ids);
+        all.senders.append(&mut a.senders);
+        all.texts.append(&mut a.texts);
+        all.times.append(&mut a.times);
+        all.calls.append(&mut a.calls);
+        all.call_ids.append(&mut a.call_ids);
+        all.edited.append(&mut a.edited);
+        all.gone_ids.append(&mut a.gone_ids);
+        all.gone_edited.append(&mut a.gone_edited);
+        message_ends.push(i32::try_from(all.ids.len()).unwrap_or(i32::MAX));
+        deletion_ends.push(i32::try_from(all.gone_ids.len()).unwrap_or(i32::MAX));
+    }
+    let queue = caller.queues_embeddings();
+    let rows = caller
+        .write_call(|tenant, user| {
+            sqlx::query_as!(
+                ArchiveRow,
+                r#"SELECT version AS "version!", new_ids AS "new_ids!",
+                          updated_ids AS "updated_ids!", deleted_ids AS "deleted_ids!",
+                          archived_at, message_count AS "message_count!",
+                          summary_covers AS "summary_covers!"
+                   FROM mnemo_write_archives($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                       $13, $14, $15, $16, $17, $18, $19, $20)"#,
+                &sessions as &[&str],
+                &agents as &[&str],
+                &batches,
+                &starts as &[Option<DateTime<Utc>>],
+                &ends as &[Option<DateTime<Utc>>],
+                &received,
+                &message_ends,
+                &all.ids as &[&str],
+                &all.senders as &[&str],
+                &all.texts as &[&str],
+                &all.times,
+                &all.calls as &[Option<Value>],
+                &all.call_ids as &[Option<&str>],
+                &all.edited as &[Option<DateTime<Utc>>],
+                &deletion_ends,
+                &all.gone_ids as &[&str],
+                &all.gone_edited as &[Option<DateTime<Utc>>],
+                queue,
+                tenant,
+                user
+            )
+        })
+        .await?;
+    if rows.len() != args.len() {
+        return Err(sqlx::Error::Protocol(format!(
+            "mnemo_write_archives answered {} rows for {} archives",
+            rows.len(),
+            args.len()
+        )));
+    }
+    Ok(args
+        .into_iter()
+        .zip(rows)
+        .map(|(a, row)| a.archived(row))
+        .collect())
 }
 
 /// The call of `mnemo_write_archive` `$sql` with the arguments of `$a` (an [`ArchiveArgs`]);
