@@ -130,14 +130,28 @@ impl Db {
     /// Wraps a connected pool (see [`connect`]).
     pub fn new(pool: PgPool) -> Self {
         let parked = Arc::new(Parked::new(&pool));
-        // When the pool closes, the parked connections go back to it, which a close waits for.
+        // When the pool closes, the parked connections go back to it, which a close waits for;
+        // until then, the ones left unused go back every so often.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let closed = pool.close_event();
             let weak = Arc::downgrade(&parked);
             runtime.spawn(async move {
-                closed.await;
-                if let Some(parked) = weak.upgrade() {
-                    parked.release_all();
+                let mut closed = std::pin::pin!(closed);
+                let mut every = tokio::time::interval(PARKED_QUIET);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = &mut closed => {
+                            if let Some(parked) = weak.upgrade() {
+                                parked.release_all();
+                            }
+                            return;
+                        }
+                        _ = every.tick() => match weak.upgrade() {
+                            Some(parked) => parked.release_quiet(Instant::now(), PARKED_QUIET),
+                            None => return,
+                        },
+                    }
                 }
             });
         }
@@ -448,16 +462,27 @@ impl Db {
 ///
 /// Parked connections stay the pool's (counted in its size, reported idle), at most a quarter
 /// of it. They go back to it when a transaction finds none idle, when a call fails as if the
-/// server were gone, and when the pool closes; and each at least every [`PARKED_TURN`], so that
-/// under steady reads too every connection passes the pool's checks (its lifetime among them).
+/// server were gone, and when the pool closes; each at least every [`PARKED_TURN`], so that
+/// under steady reads too every connection passes the pool's checks (its lifetime among them);
+/// and each that no call has used for [`PARKED_QUIET`], so that when traffic falls the pool's
+/// idle timeout reaches them as it reaches any idle connection.
 struct Parked {
-    /// Each with the time it was first parked in a row.
-    conns: std::sync::Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
+    conns: std::sync::Mutex<Vec<Kept>>,
     most: usize,
+}
+
+/// A parked connection, the time it was first parked in a row, and the time it was last parked.
+struct Kept {
+    conn: PoolConnection<Postgres>,
+    since: Instant,
+    parked_at: Instant,
 }
 
 /// How long a connection stays parked, read after read, before it goes back to the pool once.
 const PARKED_TURN: Duration = Duration::from_secs(60);
+
+/// How long a parked connection may wait unused before it goes back to the pool.
+const PARKED_QUIET: Duration = Duration::from_secs(10);
 
 impl Parked {
     fn new(pool: &PgPool) -> Self {
@@ -468,7 +493,7 @@ impl Parked {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(PoolConnection<Postgres>, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Kept>> {
         self.conns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -479,7 +504,7 @@ impl Parked {
     /// The connection parked last (the one most likely still warm), with the time it was
     /// first parked.
     fn take(&self) -> Option<(PoolConnection<Postgres>, Instant)> {
-        self.lock().pop()
+        self.lock().pop().map(|kept| (kept.conn, kept.since))
     }
 
     /// Parks `conn` (first parked at `since`), or hands it back to the pool when enough are
@@ -488,7 +513,11 @@ impl Parked {
         if since.elapsed() < PARKED_TURN {
             let mut conns = self.lock();
             if conns.len() < self.most {
-                conns.push((conn, since));
+                conns.push(Kept {
+                    conn,
+                    since,
+                    parked_at: Instant::now(),
+                });
                 return;
             }
         }
@@ -499,6 +528,20 @@ impl Parked {
     fn release_one(&self) {
         let kept = self.lock().pop();
         drop(kept);
+    }
+
+    /// Hands back to the pool the connections parked before `now - quiet` and unused since.
+    /// The newest are taken first, so the ones left waiting are the oldest parked.
+    fn release_quiet(&self, now: Instant, quiet: Duration) {
+        let quiet: Vec<Kept> = {
+            let mut conns = self.lock();
+            let keep = conns
+                .iter()
+                .position(|kept| now.saturating_duration_since(kept.parked_at) < quiet)
+                .unwrap_or(conns.len());
+            conns.drain(..keep).collect()
+        };
+        drop(quiet);
     }
 
     /// Hands every parked connection back to the pool.
@@ -523,8 +566,8 @@ impl Drop for Parked {
         // the connections are closed with it.
         let conns = std::mem::take(&mut *self.lock());
         if tokio::runtime::Handle::try_current().is_err() {
-            for (conn, _) in conns {
-                std::mem::forget(conn);
+            for kept in conns {
+                std::mem::forget(kept.conn);
             }
         }
     }
@@ -936,6 +979,37 @@ mod tests {
         assert_eq!(parked.len(), 1);
         let (_, since) = parked.take().expect("parked");
         assert!(since.elapsed() < PARKED_TURN);
+    }
+
+    #[sqlx::test]
+    async fn parked_connections_left_unused_go_back_to_the_pool(pool: PgPool) {
+        let parked = Parked {
+            conns: std::sync::Mutex::default(),
+            most: 2,
+        };
+        parked.put(pool.acquire().await.expect("acquire"), Instant::now());
+        let between = Instant::now();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        parked.put(pool.acquire().await.expect("acquire"), Instant::now());
+        assert_eq!(parked.len(), 2);
+        parked.release_quiet(Instant::now(), PARKED_QUIET);
+        assert_eq!(parked.len(), 2, "used just now: kept");
+        parked.release_quiet(between + PARKED_QUIET, PARKED_QUIET);
+        assert_eq!(
+            parked.len(),
+            1,
+            "the one parked first, unused since, went back"
+        );
+        parked.release_quiet(Instant::now() + PARKED_QUIET, PARKED_QUIET);
+        assert_eq!(parked.len(), 0, "unused for PARKED_QUIET: back to the pool");
+        // Back in the pool, both are idle there and the pool's own checks reach them again.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while pool.num_idle() < 2 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("both connections idle in the pool");
     }
 
     #[test]
