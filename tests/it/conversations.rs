@@ -27,6 +27,27 @@ async fn count(pool: &PgPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
 }
 
+/// Waits until `n` archives wait for the group before them (fails after 4 s).
+async fn until_waiting(app: &TestApp, n: usize) {
+    for _ in 0..200 {
+        if app.state.session_appends.waiting() == n {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.state.session_appends.waiting(), n);
+}
+
+/// Holds session `s1`'s row, so that the next archive to it waits in its transaction.
+async fn hold_session(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM agent_sessions WHERE session_id = 's1' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    holder
+}
+
 #[sqlx::test]
 async fn archive_stores_each_message_once_and_counts_duplicates(pool: PgPool) {
     let app = TestApp::new(pool.clone()).await;
@@ -131,13 +152,7 @@ async fn a_users_archives_to_sessions_of_one_lane_commit_together(pool: PgPool) 
     assert_eq!(answer["new"].as_i64(), Some(1), "{answer}");
     let answer = post(&bob, busy, "b1").await.unwrap();
     assert_eq!(answer["new"].as_i64(), Some(1), "{answer}");
-    for _ in 0..200 {
-        if app.state.session_appends.waiting() == 2 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(app.state.session_appends.waiting(), 2);
+    until_waiting(&app, 2).await;
     holder.commit().await.unwrap();
 
     assert_eq!(blocked.await.unwrap()["new"].as_i64(), Some(1));
@@ -181,12 +196,7 @@ async fn archives_to_a_busy_session_commit_together_with_their_own_answers(pool:
     )
     .await;
 
-    // Hold the session row, so the next archive waits in its transaction.
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM agent_sessions WHERE session_id = 's1' FOR UPDATE")
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = hold_session(&pool).await;
     let post = |messages: Vec<Value>| {
         let request = app.post(ARCHIVE, &token).json(&batch("s1", messages));
         tokio::spawn(async move { expect(request, 200).await })
@@ -205,13 +215,7 @@ async fn archives_to_a_busy_session_commit_together_with_their_own_answers(pool:
         .collect();
     // One of the queued batches re-sends the blocked message: a duplicate, not a new row.
     queued.push(post(vec![msg("a1", "blocked one", "user", 1)]));
-    for _ in 0..200 {
-        if app.state.session_appends.waiting() == 9 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(app.state.session_appends.waiting(), 9);
+    until_waiting(&app, 9).await;
     holder.commit().await.unwrap();
 
     let first = blocked.await.unwrap();
@@ -295,11 +299,7 @@ async fn one_failing_archive_of_a_group_fails_alone(pool: PgPool) {
     .execute(&pool)
     .await
     .unwrap();
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM agent_sessions WHERE session_id = 's1' FOR UPDATE")
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = hold_session(&pool).await;
     let post = |id: &str, text: &str| {
         let request = app
             .post(ARCHIVE, &token)
@@ -315,13 +315,7 @@ async fn one_failing_archive_of_a_group_fails_alone(pool: PgPool) {
         .into_iter()
         .map(|(id, text)| post(id, text))
         .collect();
-    for _ in 0..200 {
-        if app.state.session_appends.waiting() == 3 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(app.state.session_appends.waiting(), 3);
+    until_waiting(&app, 3).await;
     holder.commit().await.unwrap();
 
     assert_eq!(blocked.await.unwrap().0, 200);
