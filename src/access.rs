@@ -78,6 +78,14 @@ impl Caller {
     }
 }
 
+/// Where a write runs: in the caller's open transaction (with whatever else the request writes
+/// there), or in one call of a `mnemo_write_*` function, which is its own transaction (see
+/// [`Caller::write_call`]).
+pub enum Target<'a> {
+    Tx(&'a mut Scoped),
+    Call(&'a Caller),
+}
+
 impl Deref for Caller {
     type Target = Principal;
     fn deref(&self) -> &Principal {

@@ -11,9 +11,9 @@
 //! session always maps to the same one of [`LANES`]) wait for it and are then written together:
 //! one transaction, one archive statement each in arrival order (so a session's archives keep
 //! their order), one commit, all in one call of `mnemo_write_archives`. The first archive of a
-//! quiet user is written at once, alone, in one call of `mnemo_write_archive` (its own
-//! transaction, one round trip). Each request still gets its own answer (its own counts and batch
-//! id), exactly what it would have got alone. When the group's transaction fails, each of its
+//! quiet user is written at once, alone, in the same kind of call (its own transaction, one round
+//! trip). Each request still gets its own answer (its own counts and batch id), exactly what it
+//! would have got alone. When the group's transaction fails, each of its
 //! archives is retried alone, so one batch's error is never another's.
 //!
 //! The group is written by a background job (drained on shutdown), not by the request that
@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 use super::batch::Batch;
 use super::store::{self, Archived};
 use super::{chat, summary};
-use crate::access::Caller;
+use crate::access::{Caller, Target};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -217,14 +217,9 @@ async fn write_group(state: &AppState, caller: &Caller, group: Vec<Pending>) {
 
 /// One transaction, in one call: each archive of `group` in order, then the commit.
 async fn archive_all(caller: &Caller, group: &[Pending]) -> Result<Vec<Archived>, sqlx::Error> {
-    if let [p] = group {
-        return Ok(vec![
-            store::archive_in_one_call(caller, &p.session, &p.agent, &p.batch).await?,
-        ]);
-    }
     let group: Vec<(&str, &str, &Batch)> = group
         .iter()
         .map(|p| (p.session.as_str(), p.agent.as_str(), &p.batch))
         .collect();
-    store::archive_group_in_one_call(caller, &group).await
+    store::archive_group(Target::Call(caller), &group).await
 }

@@ -5,7 +5,8 @@ use serde_json::Value;
 
 use super::model::{CaptureInput, CaptureResult};
 use super::placeholder;
-use super::store::{Limits, NewMemory, Prepared, Target, create, prepare, short_text, upsert};
+use super::store::{Limits, NewMemory, Prepared, create, prepare, short_text, upsert};
+use crate::access::Target;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 

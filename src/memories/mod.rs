@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::access::{Reader, Writer};
+use crate::access::{Reader, Target, Writer};
 use crate::error::{ApiError, ApiResult, Problem};
 use crate::extract::{Json, Path, Query, parse_json, too_large};
 use crate::idempotency::{Begun, Idempotency};
@@ -195,14 +195,14 @@ pub async fn create_memory(
     let prepared = store::prepare(new_memory(input), &limits).await?;
     if !idem.is_active() {
         // Nothing else to write with it: one call, its own transaction.
-        let stored = store::create(store::Target::Call(&caller), &prepared).await?;
+        let stored = store::create(Target::Call(&caller), &prepared).await?;
         return Ok((StatusCode::CREATED, axum::Json(stored)).into_response());
     }
     let mut tx = match idem.begin(&caller).await? {
         Begun::Fresh(tx) => tx,
         Begun::Replayed(response) => return Ok(response),
     };
-    let stored = store::create(store::Target::Tx(&mut tx), &prepared).await?;
+    let stored = store::create(Target::Tx(&mut tx), &prepared).await?;
     idem.commit(tx, (StatusCode::CREATED, axum::Json(stored)))
         .await
 }

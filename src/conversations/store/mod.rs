@@ -10,7 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::batch::Batch;
-use crate::access::Caller;
+use crate::access::Target;
 use crate::db::Scoped;
 
 pub use messages::{messages, messages_sql};
@@ -22,7 +22,7 @@ pub use window::{WINDOW_SQL, WindowMessage, WindowRead, window};
 
 /// The archive statement `mnemo_write_archive` runs, with the function's parameters `$1`..`$16`
 /// (the migration holds the same text; a test compares them, and the benchmark's `EXPLAIN` reads
-/// this one). See [`archive`].
+/// this one). See [`archive_group`].
 pub const ARCHIVE_SQL: &str = r#"WITH session AS (
     INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name)
     VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2)
@@ -152,8 +152,17 @@ struct ArchiveRow {
     summary_covers: i32,
 }
 
-/// The bind parameters of [`ARCHIVE_SQL`] made from a batch, as column arrays.
-struct ArchiveArgs<'a> {
+/// The arguments of `mnemo_write_archives` for a group of archives, as column arrays: per
+/// archive its session, agent, batch id, span and count, and where its messages and deletions
+/// end in the message and deletion columns, which hold every archive's one after another.
+struct GroupColumns<'a> {
+    sessions: Vec<&'a str>,
+    agents: Vec<&'a str>,
+    batch_ids: Vec<Uuid>,
+    starts: Vec<Option<DateTime<Utc>>>,
+    ends: Vec<Option<DateTime<Utc>>>,
+    received: Vec<i32>,
+    message_ends: Vec<i32>,
     ids: Vec<&'a str>,
     senders: Vec<&'a str>,
     texts: Vec<&'a str>,
@@ -161,257 +170,180 @@ struct ArchiveArgs<'a> {
     calls: Vec<Option<Value>>,
     call_ids: Vec<Option<&'a str>>,
     edited: Vec<Option<DateTime<Utc>>>,
+    deletion_ends: Vec<i32>,
     gone_ids: Vec<&'a str>,
     gone_edited: Vec<Option<DateTime<Utc>>>,
-    span: Option<(DateTime<Utc>, DateTime<Utc>)>,
-    received: i32,
-    batch_id: Uuid,
 }
 
-impl<'a> ArchiveArgs<'a> {
-    fn of(batch: &'a Batch) -> Self {
-        let messages = &batch.messages;
-        ArchiveArgs {
-            ids: messages.iter().map(|m| m.id.as_str()).collect(),
-            senders: messages.iter().map(|m| m.sender).collect(),
-            texts: messages.iter().map(|m| m.text.as_str()).collect(),
-            times: messages.iter().map(|m| m.sent_at).collect(),
-            calls: messages.iter().map(|m| m.tool_calls.clone()).collect(),
-            call_ids: messages.iter().map(|m| m.tool_call_id.as_deref()).collect(),
-            edited: messages.iter().map(|m| m.edited_at).collect(),
-            gone_ids: batch.deletions.iter().map(|d| d.id.as_str()).collect(),
-            gone_edited: batch.deletions.iter().map(|d| d.edited_at).collect(),
-            span: batch.span(),
-            received: i32::try_from(batch.received()).unwrap_or(i32::MAX),
-            batch_id: Uuid::now_v7(),
+impl<'a> GroupColumns<'a> {
+    fn of(group: &[(&'a str, &'a str, &'a Batch)]) -> Self {
+        let messages = || group.iter().flat_map(|(_, _, b)| &b.messages);
+        let deletions = || group.iter().flat_map(|(_, _, b)| &b.deletions);
+        let ends = |count: fn(&Batch) -> usize| {
+            group
+                .iter()
+                .scan(0, |end, (_, _, b)| {
+                    *end += count(b);
+                    Some(i32::try_from(*end).unwrap_or(i32::MAX))
+                })
+                .collect()
+        };
+        GroupColumns {
+            sessions: group.iter().map(|g| g.0).collect(),
+            agents: group.iter().map(|g| g.1).collect(),
+            batch_ids: group.iter().map(|_| Uuid::now_v7()).collect(),
+            starts: group.iter().map(|g| g.2.span().map(|s| s.0)).collect(),
+            ends: group.iter().map(|g| g.2.span().map(|s| s.1)).collect(),
+            received: group
+                .iter()
+                .map(|g| i32::try_from(g.2.received()).unwrap_or(i32::MAX))
+                .collect(),
+            message_ends: ends(|b| b.messages.len()),
+            ids: messages().map(|m| m.id.as_str()).collect(),
+            senders: messages().map(|m| m.sender).collect(),
+            texts: messages().map(|m| m.text.as_str()).collect(),
+            times: messages().map(|m| m.sent_at).collect(),
+            calls: messages().map(|m| m.tool_calls.clone()).collect(),
+            call_ids: messages().map(|m| m.tool_call_id.as_deref()).collect(),
+            edited: messages().map(|m| m.edited_at).collect(),
+            deletion_ends: ends(|b| b.deletions.len()),
+            gone_ids: deletions().map(|d| d.id.as_str()).collect(),
+            gone_edited: deletions().map(|d| d.edited_at).collect(),
         }
     }
 
-    /// No messages, no deletions (the columns of a group are gathered into it).
-    fn empty() -> Self {
-        ArchiveArgs {
-            ids: Vec::new(),
-            senders: Vec::new(),
-            texts: Vec::new(),
-            times: Vec::new(),
-            calls: Vec::new(),
-            call_ids: Vec::new(),
-            edited: Vec::new(),
-            gone_ids: Vec::new(),
-            gone_edited: Vec::new(),
-            span: None,
-            received: 0,
-            batch_id: Uuid::nil(),
+    /// Each archive's answer from its row, in the group's order.
+    fn archived(&self, rows: Vec<ArchiveRow>) -> Result<Vec<Archived>, sqlx::Error> {
+        if rows.len() != self.sessions.len() {
+            return Err(sqlx::Error::Protocol(format!(
+                "mnemo_write_archives answered {} rows for {} archives",
+                rows.len(),
+                self.sessions.len()
+            )));
         }
-    }
-
-    fn archived(self, row: ArchiveRow) -> Archived {
-        let ArchiveRow {
-            version,
-            new_ids,
-            updated_ids,
-            deleted_ids,
-            archived_at,
-            message_count,
-            summary_covers,
-        } = row;
-        let changed = new_ids.len() + updated_ids.len() + deleted_ids.len();
-        let duplicates = i64::from(self.received) - i64::try_from(changed).unwrap_or(0);
-        Archived {
-            batch_id: self.batch_id,
-            version,
-            new_ids,
-            updated_ids,
-            deleted_ids,
-            archived_at: archived_at.unwrap_or_else(Utc::now),
-            duplicates,
-            message_count,
-            summary_covers,
-        }
+        Ok(rows
+            .into_iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let changed = row.new_ids.len() + row.updated_ids.len() + row.deleted_ids.len();
+                Archived {
+                    batch_id: self.batch_ids[i],
+                    version: row.version,
+                    duplicates: i64::from(self.received[i]) - i64::try_from(changed).unwrap_or(0),
+                    new_ids: row.new_ids,
+                    updated_ids: row.updated_ids,
+                    deleted_ids: row.deleted_ids,
+                    archived_at: row.archived_at.unwrap_or_else(Utc::now),
+                    message_count: row.message_count,
+                    summary_covers: row.summary_covers,
+                }
+            })
+            .collect())
     }
 }
 
-/// Archives that arrive together, each `(session, agent, batch)` in order, as `caller` in one
-/// call of `mnemo_write_archives`: one transaction and one round trip for the group, each archive
-/// the statement of [`archive`], seeing the ones before it. The answers come in the same order.
-pub async fn archive_group_in_one_call(
-    caller: &Caller,
-    group: &[(&str, &str, &Batch)],
-) -> Result<Vec<Archived>, sqlx::Error> {
-    let mut args: Vec<ArchiveArgs> = group.iter().map(|(_, _, b)| ArchiveArgs::of(b)).collect();
-    let sessions: Vec<&str> = group.iter().map(|g| g.0).collect();
-    let agents: Vec<&str> = group.iter().map(|g| g.1).collect();
-    let batches: Vec<Uuid> = args.iter().map(|a| a.batch_id).collect();
-    let starts: Vec<Option<DateTime<Utc>>> = args.iter().map(|a| a.span.map(|s| s.0)).collect();
-    let ends: Vec<Option<DateTime<Utc>>> = args.iter().map(|a| a.span.map(|s| s.1)).collect();
-    let received: Vec<i32> = args.iter().map(|a| a.received).collect();
-    // Each archive's messages and deletions, one after another, and where each archive's end.
-    let mut all = ArchiveArgs::empty();
-    let (mut message_ends, mut deletion_ends) = (Vec::new(), Vec::new());
-    for a in &mut args {
-        all.ids.append(&mut a.ids);
-        all.senders.append(&mut a.senders);
-        all.texts.append(&mut a.texts);
-        all.times.append(&mut a.times);
-        all.calls.append(&mut a.calls);
-        all.call_ids.append(&mut a.call_ids);
-        all.edited.append(&mut a.edited);
-        all.gone_ids.append(&mut a.gone_ids);
-        all.gone_edited.append(&mut a.gone_edited);
-        message_ends.push(i32::try_from(all.ids.len()).unwrap_or(i32::MAX));
-        deletion_ends.push(i32::try_from(all.gone_ids.len()).unwrap_or(i32::MAX));
-    }
-    let queue = caller.queues_embeddings();
-    let rows = caller
-        .write_call(|tenant, user| {
-            sqlx::query_as!(
-                ArchiveRow,
-                r#"SELECT version AS "version!", new_ids AS "new_ids!",
-                          updated_ids AS "updated_ids!", deleted_ids AS "deleted_ids!",
-                          archived_at, message_count AS "message_count!",
-                          summary_covers AS "summary_covers!"
-                   FROM mnemo_write_archives($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                       $13, $14, $15, $16, $17, $18, $19, $20)"#,
-                &sessions as &[&str],
-                &agents as &[&str],
-                &batches,
-                &starts as &[Option<DateTime<Utc>>],
-                &ends as &[Option<DateTime<Utc>>],
-                &received,
-                &message_ends,
-                &all.ids as &[&str],
-                &all.senders as &[&str],
-                &all.texts as &[&str],
-                &all.times,
-                &all.calls as &[Option<Value>],
-                &all.call_ids as &[Option<&str>],
-                &all.edited as &[Option<DateTime<Utc>>],
-                &deletion_ends,
-                &all.gone_ids as &[&str],
-                &all.gone_edited as &[Option<DateTime<Utc>>],
-                queue,
-                tenant,
-                user
-            )
-        })
-        .await?;
-    if rows.len() != args.len() {
-        return Err(sqlx::Error::Protocol(format!(
-            "mnemo_write_archives answered {} rows for {} archives",
-            rows.len(),
-            args.len()
-        )));
-    }
-    Ok(args
-        .into_iter()
-        .zip(rows)
-        .map(|(a, row)| a.archived(row))
-        .collect())
-}
-
-/// The call of `mnemo_write_archive` `$sql` with the arguments of `$a` (an [`ArchiveArgs`]);
-/// `$sql` names the function's last two, the tenant and user, given as `$scope`.
-macro_rules! write_archive {
-    ($a:expr, $session:expr, $agent:expr, $queue:expr, $sql:literal $(, $scope:expr)*) => {
-        sqlx::query_as!(
-            ArchiveRow,
-            $sql,
-            $session,
-            $agent,
-            // The macro expects arrays of owned, non-null elements (`&[String]` and the
-            // like); `as` states these arrays' own types, which encode the same.
-            &$a.ids as &[&str],
-            &$a.senders as &[&str],
-            &$a.texts as &[&str],
-            &$a.times,
-            &$a.calls as &[Option<Value>],
-            &$a.call_ids as &[Option<&str>],
-            $a.batch_id,
-            $a.span.map(|s| s.0),
-            $a.span.map(|s| s.1),
-            $a.received,
-            $queue,
-            &$a.edited as &[Option<DateTime<Utc>>],
-            &$a.gone_ids as &[&str],
-            &$a.gone_edited as &[Option<DateTime<Utc>>]
-            $(, $scope)*
-        )
-    };
-}
-
-/// The archive of one batch, in one statement: the session is created on first sight (or its
-/// activity time and version bumped); the messages go in with one multi-row
-/// `INSERT ... ON CONFLICT DO UPDATE` through the primary key, so the cost is the batch's, never
-/// the session's length: a new message is inserted, a stored one sent with other content is
-/// updated in place (keeping its `seq` and time) unless the stored state is newer (see
-/// [`super::model::IncomingMessage::edited_at`]), one sent as stored changes nothing; deletions
-/// delete (their vectors go by cascade); and the batch is recorded in
-/// `recent_conversation_history`. The upsert and the delete test the stored row itself, so a
-/// concurrent archive of the same message is re-checked, not overwritten blindly.
+/// Archives a group of batches, each `(session, agent, batch)`, in order: one call of
+/// `mnemo_write_archives`, which writes each with [`ARCHIVE_SQL`] (through `mnemo_write_archive`),
+/// each seeing the ones before it. In the caller's transaction ([`Target::Tx`], with whatever
+/// else it writes; the function sets the transaction's scope again, to the same user) or as its
+/// own transaction ([`Target::Call`]: one round trip for the group). The answers come in the
+/// group's order.
+///
+/// Each archive: the session is created on first sight (or its activity time and version
+/// bumped); the messages go in with one multi-row `INSERT ... ON CONFLICT DO UPDATE` through the
+/// primary key, so the cost is the batch's, never the session's length: a new message is
+/// inserted, a stored one sent with other content is updated in place (keeping its `seq` and
+/// time) unless the stored state is newer (see [`super::model::IncomingMessage::edited_at`]),
+/// one sent as stored changes nothing; deletions delete (their vectors go by cascade); and the
+/// batch is recorded in `recent_conversation_history`. The upsert and the delete test the stored
+/// row itself, so a concurrent archive of the same message is re-checked, not overwritten
+/// blindly.
 ///
 /// With an embedder, new and updated messages are queued for the indexer (which replaces a
 /// message's vectors, and drops them when it has no text left), and so is the message after each
 /// updated or deleted one: its context vector was made with the old text. Without one, nothing
 /// re-embeds an updated message, so the function deletes the vectors a former embedder made of
-/// its old text (a later embedder's backfill queues it again); deleted messages lose theirs by
-/// cascade.
-///
-/// In the caller's transaction (with the other archives of a group), through the same function
-/// as [`archive_in_one_call`], which sets the transaction's scope again, to the same user.
+/// its old text (a later embedder's backfill queues it again).
+pub async fn archive_group(
+    target: Target<'_>,
+    group: &[(&str, &str, &Batch)],
+) -> Result<Vec<Archived>, sqlx::Error> {
+    let c = GroupColumns::of(group);
+    // The call with its arguments; `$sql` names the function's last two, the tenant and user.
+    macro_rules! write_archives {
+        ($queue:expr, $sql:literal $(, $scope:expr)*) => {
+            sqlx::query_as!(
+                ArchiveRow,
+                $sql,
+                // The macro expects arrays of owned, non-null elements (`&[String]` and the
+                // like); `as` states these arrays' own types, which encode the same.
+                &c.sessions as &[&str],
+                &c.agents as &[&str],
+                &c.batch_ids,
+                &c.starts as &[Option<DateTime<Utc>>],
+                &c.ends as &[Option<DateTime<Utc>>],
+                &c.received,
+                &c.message_ends,
+                &c.ids as &[&str],
+                &c.senders as &[&str],
+                &c.texts as &[&str],
+                &c.times,
+                &c.calls as &[Option<Value>],
+                &c.call_ids as &[Option<&str>],
+                &c.edited as &[Option<DateTime<Utc>>],
+                &c.deletion_ends,
+                &c.gone_ids as &[&str],
+                &c.gone_edited as &[Option<DateTime<Utc>>],
+                $queue
+                $(, $scope)*
+            )
+        };
+    }
+    let rows = match target {
+        Target::Call(caller) => {
+            caller
+                .write_call(|tenant, user| {
+                    write_archives!(
+                        caller.queues_embeddings(),
+                        r#"SELECT version AS "version!", new_ids AS "new_ids!",
+                                  updated_ids AS "updated_ids!", deleted_ids AS "deleted_ids!",
+                                  archived_at, message_count AS "message_count!",
+                                  summary_covers AS "summary_covers!"
+                           FROM mnemo_write_archives($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                               $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"#,
+                        tenant,
+                        user
+                    )
+                })
+                .await?
+        }
+        Target::Tx(conn) => {
+            write_archives!(
+                conn.queues_embeddings(),
+                r#"SELECT version AS "version!", new_ids AS "new_ids!",
+                          updated_ids AS "updated_ids!", deleted_ids AS "deleted_ids!",
+                          archived_at, message_count AS "message_count!",
+                          summary_covers AS "summary_covers!"
+                   FROM mnemo_write_archives($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
+                       $13, $14, $15, $16, $17, $18, current_setting('mnemo.tenant'),
+                       current_setting('mnemo.user'))"#
+            )
+            .fetch_all(&mut *conn)
+            .await?
+        }
+    };
+    c.archived(rows)
+}
+
+/// Archives `batch` into `session_id` in the caller's transaction (see [`archive_group`]).
 pub async fn archive(
     conn: &mut Scoped,
     session_id: &str,
     agent: &str,
     batch: &Batch,
 ) -> Result<Archived, sqlx::Error> {
-    let a = ArchiveArgs::of(batch);
-    let row = write_archive!(
-        a,
-        session_id,
-        agent,
-        conn.queues_embeddings(),
-        r#"SELECT version AS "version!", new_ids AS "new_ids!",
-                  updated_ids AS "updated_ids!", deleted_ids AS "deleted_ids!",
-                  archived_at, message_count AS "message_count!",
-                  summary_covers AS "summary_covers!"
-           FROM mnemo_write_archive($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-               $15, $16, current_setting('mnemo.tenant'), current_setting('mnemo.user'))"#
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok(a.archived(row))
-}
-
-/// Archives `batch` into `session_id` as `caller` in one call of `mnemo_write_archive`, its own
-/// transaction (see [`archive`]): one round trip instead of five.
-pub async fn archive_in_one_call(
-    caller: &Caller,
-    session_id: &str,
-    agent: &str,
-    batch: &Batch,
-) -> Result<Archived, sqlx::Error> {
-    let a = ArchiveArgs::of(batch);
-    let rows = caller
-        .write_call(|tenant, user| {
-            write_archive!(
-                a,
-                session_id,
-                agent,
-                caller.queues_embeddings(),
-                r#"SELECT version AS "version!", new_ids AS "new_ids!",
-                          updated_ids AS "updated_ids!", deleted_ids AS "deleted_ids!",
-                          archived_at, message_count AS "message_count!",
-                          summary_covers AS "summary_covers!"
-                   FROM mnemo_write_archive($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                       $13, $14, $15, $16, $17, $18)"#,
-                tenant,
-                user
-            )
-        })
-        .await?;
-    let row = rows
-        .into_iter()
-        .next()
-        .ok_or_else(|| sqlx::Error::Protocol("mnemo_write_archive answered no row".into()))?;
-    Ok(a.archived(row))
+    let mut archived = archive_group(Target::Tx(conn), &[(session_id, agent, batch)]).await?;
+    archived
+        .pop()
+        .ok_or_else(|| sqlx::Error::Protocol("mnemo_write_archives answered no row".into()))
 }

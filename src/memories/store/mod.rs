@@ -23,6 +23,7 @@ use super::chunks::{self, CHUNK_BYTES, Chunk};
 use super::model::StoredMemory;
 use super::placeholder::{self, SUMMARY_MAX_CHARS};
 use super::tokens;
+use crate::access::Target;
 use crate::config::Config;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
@@ -35,7 +36,7 @@ pub use super::read::{
 pub use super::search::search_memory;
 
 pub use listing::{delete_memory, list_memories};
-pub use write::{Target, create, upsert};
+pub use write::{create, upsert};
 
 /// Limits every entry point applies; built from the configuration.
 #[derive(Debug, Clone, Copy)]

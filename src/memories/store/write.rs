@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{Prepared, check_key, hex};
-use crate::access::Caller;
+use crate::access::Target;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::memories::model::{PreviousVersion, StoreStatus, StoredMemory};
@@ -62,13 +62,6 @@ impl<'a> ChunkColumns<'a> {
         }
         columns
     }
-}
-
-/// Where a new memory is written: in the caller's open transaction (with whatever else the
-/// request writes there), or in one call of `mnemo_write_memory`, which is its own transaction.
-pub enum Target<'a> {
-    Tx(&'a mut Scoped),
-    Call(&'a Caller),
 }
 
 /// Inserts the memory row and all its chunks in one statement, `mnemo_write_memory`'s (which
