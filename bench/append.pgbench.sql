@@ -5,13 +5,7 @@
 \set n random(1, 2000000000)
 BEGIN;
 SELECT set_config('role', 'mnemo_app', true), set_config('mnemo.tenant', 'bench', true), set_config('mnemo.user', :user, true);
-WITH session AS (
-    INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name)
-    VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), 's' || :s::int, 'assistant')
-    ON CONFLICT (tenant_id, user_id, session_id)
-    DO UPDATE SET last_activity_at = now(), version = s.version + 1
-    RETURNING s.version
-), inserted AS (
+WITH inserted AS (
     INSERT INTO conversation_messages
         (tenant_id, user_id, session_id, message_id, sender, text, sent_at)
     SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 's' || :s::int,
@@ -20,6 +14,14 @@ WITH session AS (
            '2026-11-21T12:00:00Z'
     ON CONFLICT DO NOTHING
     RETURNING message_id, seq, archived_at, sender, text
+), session AS (
+    INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name, message_count)
+    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 's' || :s::int, 'assistant', count(*)::int
+    FROM inserted
+    ON CONFLICT (tenant_id, user_id, session_id)
+    DO UPDATE SET last_activity_at = now(), version = s.version + 1,
+                  message_count = s.message_count + EXCLUDED.message_count
+    RETURNING s.version
 ), batch AS (
     INSERT INTO recent_conversation_history
         (tenant_id, user_id, id, session_id, start_timestamp, end_timestamp,

@@ -235,7 +235,7 @@ pub async fn restore_sessions(
     let covers: Vec<i32> = records.iter().map(|r| r.summary_message_count).collect();
     let summarized: Vec<Option<DateTime<Utc>>> =
         records.iter().map(|r| r.summary_updated_at).collect();
-    // `message_count` starts at 0: the trigger counts the messages restored next, and
+    // `message_count` starts at 0: `restore_messages` counts the messages restored next, and
     // `restore_message_counts` then sets the exported counts. (The macro expects arrays of owned,
     // non-null elements; `as` states the arrays' own types, which encode the same. So below.)
     sqlx::query!(
@@ -284,8 +284,9 @@ pub async fn restore_message_counts(
     Ok(())
 }
 
-/// Writes messages back in the given order; when the transaction queues embeddings, user and AI
-/// messages with text are queued for the embedder as an archive would queue them.
+/// Writes messages back in the given order, counting them into their sessions' `message_count`
+/// as an archive does; when the transaction queues embeddings, user and AI messages with text are
+/// queued for the embedder as an archive would queue them.
 pub async fn restore_messages(
     conn: &mut Scoped,
     records: &[MessageRecord],
@@ -312,6 +313,11 @@ pub async fn restore_messages(
                   WITH ORDINALITY AS x(s, i, f, t, a, r, c, k, e, n)
              ORDER BY n
              RETURNING tenant_id, user_id, session_id, message_id, sender, text
+         ), counted AS (
+             UPDATE agent_sessions s SET message_count = s.message_count + c.n
+             FROM (SELECT session_id, count(*)::int AS n FROM inserted GROUP BY session_id) c
+             WHERE s.tenant_id = current_setting('mnemo.tenant')
+               AND s.user_id = current_setting('mnemo.user') AND s.session_id = c.session_id
          )
          INSERT INTO embedding_outbox (tenant_id, user_id, kind, session_id, message_id)
          SELECT tenant_id, user_id, 'message', session_id, message_id FROM inserted

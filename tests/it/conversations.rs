@@ -261,6 +261,11 @@ async fn archives_to_a_busy_session_commit_together_with_their_own_answers(pool:
         11
     );
     assert_eq!(count(&pool, "SELECT version FROM agent_sessions").await, 11);
+    // Each archive of the group counted its new messages into the session, the duplicate none.
+    assert_eq!(
+        count(&pool, "SELECT message_count::int8 FROM agent_sessions").await,
+        10
+    );
     let page = expect(app.get("/api/chat/sessions/s1/messages", &token), 200).await;
     let ids: Vec<&str> = page["items"]
         .as_array()

@@ -23,13 +23,7 @@ pub use window::{WINDOW_SQL, WindowMessage, WindowRead, window};
 /// The archive statement `mnemo_write_archive` runs, with the function's parameters `$1`..`$16`
 /// (the migration holds the same text; a test compares them, and the benchmark's `EXPLAIN` reads
 /// this one). See [`archive_group`].
-pub const ARCHIVE_SQL: &str = r#"WITH session AS (
-    INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name)
-    VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2)
-    ON CONFLICT (tenant_id, user_id, session_id)
-    DO UPDATE SET last_activity_at = now(), version = s.version + 1
-    RETURNING s.version, s.message_count, s.summary_message_count
-), incoming AS (
+pub const ARCHIVE_SQL: &str = r#"WITH incoming AS (
     SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::jsonb[],
                          $8::text[], $14::timestamptz[])
          WITH ORDINALITY AS m(id, sender, text, sent_at, tool_calls, tool_call_id, edited_at, ord)
@@ -55,6 +49,17 @@ pub const ARCHIVE_SQL: &str = r#"WITH session AS (
     SELECT message_id, seq, archived_at, sender, text FROM upserted WHERE fresh
 ), updated AS (
     SELECT message_id, seq, sent_at FROM upserted WHERE NOT fresh
+), session AS (
+    -- The session's one row change: created, or its version and activity moved on, and
+    -- its count of messages ever archived raised by the new ones (the messages' foreign
+    -- key is checked when the statement ends, by which time the session exists).
+    INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name, message_count)
+    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, count(*)::int
+    FROM inserted
+    ON CONFLICT (tenant_id, user_id, session_id)
+    DO UPDATE SET last_activity_at = now(), version = s.version + 1,
+                  message_count = s.message_count + EXCLUDED.message_count
+    RETURNING s.version, s.message_count, s.summary_message_count
 ), removed AS (
     DELETE FROM conversation_messages c
     USING unnest($15::text[], $16::timestamptz[]) AS d(id, edited_at)
@@ -101,8 +106,7 @@ SELECT (SELECT version FROM session) AS "version!",
        COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM updated), '{}') AS "updated_ids!",
        COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM removed), '{}') AS "deleted_ids!",
        (SELECT max(archived_at) FROM inserted) AS archived_at,
-       (SELECT message_count FROM session) + (SELECT count(*) FROM inserted)::int
-           AS "message_count!",
+       (SELECT message_count FROM session) AS "message_count!",
        (SELECT summary_message_count FROM session) AS "summary_covers!""#;
 
 /// What an archive did.
