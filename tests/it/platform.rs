@@ -1281,12 +1281,22 @@ async fn the_message_page_function_runs_the_documented_statements(pool: PgPool) 
     let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     let source = words(&source);
     for order in [Order::Asc, Order::Desc] {
-        let statement = words(messages_sql(order));
-        assert!(
-            source.contains(&format!("RETURN QUERY {statement};")),
-            "{order:?} page differs from the function's"
-        );
+        for after_cursor in [false, true] {
+            let statement = words(messages_sql(order, after_cursor));
+            assert!(
+                source.contains(&format!("RETURN QUERY {statement};")),
+                "{order:?} page (after a cursor: {after_cursor}) differs from the function's"
+            );
+        }
     }
+    // Planned once per connection, never for each call.
+    let config: Vec<String> = sqlx::query_scalar(
+        "SELECT unnest(proconfig) FROM pg_proc WHERE proname = 'mnemo_read_messages'",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("config");
+    assert_eq!(config, ["plan_cache_mode=force_generic_plan"]);
 }
 
 /// A request that outlives `MNEMO_REQUEST_TIMEOUT_SECS` is stopped and answered 408 problem+json.

@@ -51,7 +51,7 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
     ] {
         let mut tx = db.scoped(&principal).await.map_err(|e| e.to_string())?;
         let no_days: Option<i32> = None;
-        let messages_sql = |order| format!("{HOW}{}", store::messages_sql(order));
+        let messages_sql = |order, cursor| format!("{HOW}{}", store::messages_sql(order, cursor));
         let sessions_sql = format!("{HOW}{}", store::sessions_sql());
         let archive_sql = format!("{HOW}{}", store::ARCHIVE_SQL);
         let window_sql = format!("{HOW}{}", store::WINDOW_SQL);
@@ -88,7 +88,7 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
                     .await
             }
             "messages-newest-page" => {
-                sqlx::query_scalar::<_, String>(&messages_sql(Order::Desc))
+                sqlx::query_scalar::<_, String>(&messages_sql(Order::Desc, false))
                     .bind(no_days)
                     .bind(session)
                     .bind(None::<chrono::DateTime<chrono::Utc>>)
@@ -99,7 +99,7 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
             }
             // A cursor in the middle of the session's history.
             "messages-deep-page" => {
-                sqlx::query_scalar::<_, String>(&messages_sql(Order::Asc))
+                sqlx::query_scalar::<_, String>(&messages_sql(Order::Asc, true))
                     .bind(no_days)
                     .bind(session)
                     .bind(Some(deep))
@@ -126,8 +126,8 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
         let statement = match name {
             "archive-one-message" => Some(store::ARCHIVE_SQL.to_owned()),
             "window" => Some(store::WINDOW_SQL.to_owned()),
-            "messages-newest-page" => Some(store::messages_sql(Order::Desc).to_owned()),
-            "messages-deep-page" => Some(store::messages_sql(Order::Asc).to_owned()),
+            "messages-newest-page" => Some(store::messages_sql(Order::Desc, false).to_owned()),
+            "messages-deep-page" => Some(store::messages_sql(Order::Asc, true).to_owned()),
             "sessions-list" => Some(store::sessions_sql()),
             _ => None,
         };
