@@ -1210,11 +1210,13 @@ async fn one_call_writes_store_as_the_caller_only(pool: PgPool) {
 }
 
 /// Every read and write function acts as the user it is given before it touches a table (the
-/// first statement of its body), and runs with its caller's rights, never its owner's.
+/// first statement of its body), runs with its caller's rights, never its owner's, and runs its
+/// statements with the generic plans `bench/explain` shows, planned once per connection rather
+/// than for each call.
 #[sqlx::test]
 async fn read_functions_act_as_their_caller_first(pool: PgPool) {
-    let functions: Vec<(String, String, bool)> = sqlx::query_as(
-        "SELECT p.proname::text, p.prosrc, p.prosecdef
+    let functions: Vec<(String, String, bool, Vec<String>)> = sqlx::query_as(
+        "SELECT p.proname::text, p.prosrc, p.prosecdef, coalesce(p.proconfig, '{}')
          FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
          WHERE n.nspname = 'public'
            AND (p.proname LIKE 'mnemo\\_read\\_%' OR p.proname LIKE 'mnemo\\_write\\_%')
@@ -1235,8 +1237,13 @@ async fn read_functions_act_as_their_caller_first(pool: PgPool) {
             "mnemo_write_memory"
         ]
     );
-    for (name, source, definer) in &functions {
+    for (name, source, definer, config) in &functions {
         assert!(!definer, "{name} runs with its owner's rights");
+        assert_eq!(
+            config,
+            &["plan_cache_mode=force_generic_plan"],
+            "{name} leaves its plans to the plan cache"
+        );
         let body = source
             .split_once("BEGIN")
             .map(|(_, body)| body.trim_start())
@@ -1289,14 +1296,6 @@ async fn the_message_page_function_runs_the_documented_statements(pool: PgPool) 
             );
         }
     }
-    // Planned once per connection, never for each call.
-    let config: Vec<String> = sqlx::query_scalar(
-        "SELECT unnest(proconfig) FROM pg_proc WHERE proname = 'mnemo_read_messages'",
-    )
-    .fetch_all(&pool)
-    .await
-    .expect("config");
-    assert_eq!(config, ["plan_cache_mode=force_generic_plan"]);
 }
 
 /// A request that outlives `MNEMO_REQUEST_TIMEOUT_SECS` is stopped and answered 408 problem+json.
