@@ -437,6 +437,12 @@ pub fn filters(
 
 /// The message just before and just after each of `seqs` in its session (user and assistant
 /// messages, by time), and which of them only ask, for [`lift_by_neighbours`].
+///
+/// Each message is looked up by its own index probe (a lateral subquery per key), never by
+/// joining the caller's messages to the keys: a connection keeps a statement's plan across the
+/// users it serves, and PostgreSQL estimates `user_id = current_setting('mnemo.user')` with the
+/// value it has when it plans. A plan made for a user with a few messages read all of them and
+/// filtered; kept and run for a user with a million, it read a million rows per search (14 s).
 async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, Stream<i64>>> {
     if seqs.is_empty() {
         return Ok(HashMap::new());
@@ -444,7 +450,13 @@ async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, S
     let rows = sqlx::query!(
         r#"SELECT m.seq, p.seq AS "previous?", coalesce(mnemo_only_asks(p.text), false) AS "previous_asks!",
                 n.seq AS "next?", coalesce(mnemo_only_asks(m.text), false) AS "asks!"
-         FROM conversation_messages m
+         FROM (SELECT DISTINCT unnest($1::int8[])) AS k(seq)
+         CROSS JOIN LATERAL (
+             SELECT * FROM conversation_messages m
+             WHERE m.tenant_id = current_setting('mnemo.tenant')
+               AND m.user_id = current_setting('mnemo.user') AND m.seq = k.seq
+             LIMIT 1
+         ) m
          LEFT JOIN LATERAL (
              SELECT p.seq, p.text FROM conversation_messages p
              WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
@@ -458,10 +470,7 @@ async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, S
                AND n.session_id = m.session_id AND n.sender IN ('user', 'ai')
                AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
              ORDER BY n.sent_at, n.seq LIMIT 1
-         ) n ON true
-         WHERE m.tenant_id = current_setting('mnemo.tenant')
-           AND m.user_id = current_setting('mnemo.user')
-           AND m.seq = ANY($1)"#,
+         ) n ON true"#,
         seqs
     )
     .fetch_all(&mut *conn)
@@ -558,11 +567,19 @@ pub async fn search_messages(
                  ORDER BY n.sent_at, n.seq LIMIT 1) AS "next_id?"
          FROM unnest($2::int8[], $3::bool[]) WITH ORDINALITY AS u(seq, highlight, ord)
          CROSS JOIN q
-         JOIN conversation_messages m
-           ON m.tenant_id = current_setting('mnemo.tenant')
-          AND m.user_id = current_setting('mnemo.user') AND m.seq = u.seq
-         JOIN agent_sessions s
-           ON s.tenant_id = m.tenant_id AND s.user_id = m.user_id AND s.session_id = m.session_id
+         -- One index lookup per hit in every plan (see `neighbours`).
+         CROSS JOIN LATERAL (
+             SELECT * FROM conversation_messages m
+             WHERE m.tenant_id = current_setting('mnemo.tenant')
+               AND m.user_id = current_setting('mnemo.user') AND m.seq = u.seq
+             LIMIT 1
+         ) m
+         CROSS JOIN LATERAL (
+             SELECT s.agent_name FROM agent_sessions s
+             WHERE s.tenant_id = m.tenant_id AND s.user_id = m.user_id
+               AND s.session_id = m.session_id
+             LIMIT 1
+         ) s
          ORDER BY u.ord"#,
         &text.any,
         &seqs,

@@ -80,7 +80,15 @@ async fn neighbours(conn: &mut Scoped, ids: &[Uuid]) -> ApiResult<HashMap<Uuid, 
                 coalesce((SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
                           WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
                             AND c.memory_id = m.id AND m.chunk_count = 1), false) AS "asks!"
-         FROM agent_memories m
+         FROM (SELECT DISTINCT unnest($1::uuid[])) AS k(id)
+         -- One index probe per memory, in every plan (see the conversation search's
+         -- `neighbours`).
+         CROSS JOIN LATERAL (
+             SELECT * FROM agent_memories m
+             WHERE m.tenant_id = current_setting('mnemo.tenant')
+               AND m.user_id = current_setting('mnemo.user') AND m.id = k.id
+             LIMIT 1
+         ) m
          LEFT JOIN LATERAL (
              SELECT p.id,
                     (SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
@@ -100,10 +108,7 @@ async fn neighbours(conn: &mut Scoped, ids: &[Uuid]) -> ApiResult<HashMap<Uuid, 
                AND coalesce(n.thread_id, '') = coalesce(m.thread_id, '')
                AND (n.created_at, n.id) > (m.created_at, m.id)
              ORDER BY n.created_at, n.id LIMIT 1
-         ) n ON true
-         WHERE m.tenant_id = current_setting('mnemo.tenant')
-           AND m.user_id = current_setting('mnemo.user')
-           AND m.id = ANY($1)"#,
+         ) n ON true"#,
         ids
     )
     .fetch_all(&mut *conn)
@@ -237,13 +242,20 @@ pub async fn search_memory(
          FROM unnest($2::uuid[], $3::int8[], $4::bool[]) WITH ORDINALITY
                   AS u(id, byte_start, highlight, ord)
          CROSS JOIN q
-         JOIN agent_memories m
-           ON m.tenant_id = current_setting('mnemo.tenant')
-          AND m.user_id = current_setting('mnemo.user') AND m.id = u.id
-         LEFT JOIN agent_memory_chunks c
-           ON c.tenant_id = current_setting('mnemo.tenant')
-          AND c.user_id = current_setting('mnemo.user')
-          AND c.memory_id = u.id AND c.byte_start = u.byte_start
+         -- One index probe per hit, in every plan (see the conversation search's `neighbours`).
+         CROSS JOIN LATERAL (
+             SELECT * FROM agent_memories m
+             WHERE m.tenant_id = current_setting('mnemo.tenant')
+               AND m.user_id = current_setting('mnemo.user') AND m.id = u.id
+             LIMIT 1
+         ) m
+         LEFT JOIN LATERAL (
+             SELECT * FROM agent_memory_chunks c
+             WHERE c.tenant_id = current_setting('mnemo.tenant')
+               AND c.user_id = current_setting('mnemo.user')
+               AND c.memory_id = u.id AND c.byte_start = u.byte_start
+             LIMIT 1
+         ) c ON true
          ORDER BY u.ord"#,
         text.any,
         &ids,
