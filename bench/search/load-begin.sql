@@ -14,7 +14,7 @@ WHERE i.schemaname = 'public'
   AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)
 ON CONFLICT (name) DO NOTHING;
 SELECT format('DROP INDEX IF EXISTS %I', name) FROM bench_search_indexes \gexec
-TRUNCATE agent_memories, agent_memory_chunks, memory_vectors, agent_sessions,
+TRUNCATE agent_memories, agent_memory_chunks, memory_vectors, agent_sessions, session_digests,
          conversation_messages, message_vectors, recent_conversation_history, embedding_outbox;
 ALTER TABLE conversation_messages ALTER COLUMN seq RESTART;
 INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, created_at,

@@ -41,3 +41,35 @@ pub(crate) fn cpu_ticks(
     });
     (server, cluster)
 }
+
+/// CPU ticks so far of the threads of `pid` whose name starts with `prefix` (as the local
+/// embedder's `mnemo-embed-<n>`), from `/proc/<pid>/task/*/stat`.
+pub(crate) fn thread_ticks(pid: Option<u32>, prefix: &str) -> Option<u64> {
+    let pid = pid?;
+    let mut total = 0;
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let Ok(text) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `<tid> (<name>) <state> ...`: the name sits between the first '(' and the last ')'.
+        let (Some(open), Some(close)) = (text.find('('), text.rfind(')')) else {
+            continue;
+        };
+        if !text[open + 1..close].starts_with(prefix) {
+            continue;
+        }
+        let fields: Vec<&str> = text[close + 1..].split_whitespace().collect();
+        let utime: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0);
+        let stime: u64 = fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
+        total += utime + stime;
+    }
+    Some(total)
+}
+
+/// CPU ticks so far of this process (the load generator itself).
+pub(crate) fn own_ticks() -> Option<u64> {
+    proc_stat(std::process::id()).map(|(_, t)| t[0] + t[1])
+}

@@ -24,7 +24,9 @@
 //!
 //! With `--server-pid` and `--pg-pid` every scenario also prints the CPU time per request of the
 //! server process and of the whole PostgreSQL cluster (the postmaster, its children, and the
-//! children it has reaped), read from `/proc`: `server_cpu_us_per_req=... pg_cpu_us_per_req=...`.
+//! children it has reaped), read from `/proc`: `server_cpu_us_per_req=... pg_cpu_us_per_req=...`;
+//! `model_cpu_us_per_req` is the part of the server's that its local embedder's threads
+//! (`mnemo-embed-<n>`) spent, and `client_cpu_us_per_req` what this load generator spent.
 //!
 //! `noisy-neighbour` measures fair use between tenants: tenant `noisy` floods with `--clients`
 //! clients (`--flood search`: keyword searches of two words by one user over `--corpus` stored
@@ -289,6 +291,8 @@ async fn main() -> ExitCode {
     let scenario: Arc<str> = Arc::from(scenario_name.as_str());
     let _ = run(&clients, &scenario, Duration::from_secs(1)).await;
     let cpu_before = cpu_ticks(args.server_pid, args.pg_pid);
+    let model_before = thread_ticks(args.server_pid, "mnemo-embed");
+    let client_before = own_ticks();
     let started = Instant::now();
     let (latencies, errors) =
         match run(&clients, &scenario, Duration::from_secs(args.seconds)).await {
@@ -300,6 +304,8 @@ async fn main() -> ExitCode {
         };
     let elapsed = started.elapsed().as_secs_f64();
     let cpu_after = cpu_ticks(args.server_pid, args.pg_pid);
+    let model_after = thread_ticks(args.server_pid, "mnemo-embed");
+    let client_after = own_ticks();
     let mut sorted = latencies;
     sorted.sort_unstable();
     let answered = sorted.len() + errors;
@@ -311,7 +317,7 @@ async fn main() -> ExitCode {
         _ => "n/a".into(),
     };
     println!(
-        "scenario={} clients={} seconds={} requests={} errors={} rps={:.0} p50_ms={:.2} p95_ms={:.2} p99_ms={:.2} server_cpu_us_per_req={} pg_cpu_us_per_req={}",
+        "scenario={} clients={} seconds={} requests={} errors={} rps={:.0} p50_ms={:.2} p95_ms={:.2} p99_ms={:.2} server_cpu_us_per_req={} pg_cpu_us_per_req={} model_cpu_us_per_req={} client_cpu_us_per_req={}",
         scenario_name,
         args.clients,
         args.seconds,
@@ -323,6 +329,8 @@ async fn main() -> ExitCode {
         percentile(&sorted, 99.0),
         per_request(cpu_before.0, cpu_after.0),
         per_request(cpu_before.1, cpu_after.1),
+        per_request(model_before, model_after),
+        per_request(client_before, client_after),
     );
     if errors > 0 && sorted.is_empty() {
         return ExitCode::FAILURE;
