@@ -652,6 +652,59 @@ async fn other_users_vectors_never_surface(pool: PgPool) {
     }
 }
 
+/// The filters of a semantic or hybrid search are tested on the nearest vectors as they are
+/// read, so that memories the filters leave out never shorten the list, however many of them
+/// are nearer than every admitted one: here more vectors than the vector side reads, in another
+/// agent's memories and in deactivated ones.
+#[sqlx::test]
+async fn filters_never_shorten_the_nearest(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(64)).await;
+    let token = app.token("acme", "alice");
+    // 320 memories of agent `a` holding exactly the query's words (each with a vector alone and
+    // one with its context): over the 300 nearest vectors the vector side takes.
+    for i in 0..320 {
+        expect(
+            app.put(&format!("/api/memories/a{i}"), &token)
+                .json(&json!({"content": "kubernetes cluster upgrade", "agent_id": "a"})),
+            201,
+        )
+        .await;
+    }
+    for (key, content) in [
+        ("b1", "kubernetes cluster upgrade notes for tomorrow"),
+        ("b2", "the cluster upgrade went fine"),
+        ("b3", "upgrade the laptop"),
+    ] {
+        expect(
+            app.put(&format!("/api/memories/{key}"), &token)
+                .json(&json!({"content": content, "agent_id": "b"})),
+            201,
+        )
+        .await;
+    }
+    // A deactivated (soft-deleted) memory of agent `b`, as near as can be.
+    expect(
+        app.put("/api/memories/b-old", &token)
+            .json(&json!({"content": "kubernetes cluster upgrade", "agent_id": "b"})),
+        201,
+    )
+    .await;
+    drain(&app).await;
+    expect(app.delete("/api/memories/b-old", &token), 204).await;
+    for mode in ["semantic", "hybrid"] {
+        let found = expect(
+            app.post(SEARCH, &token).json(&json!({
+                "query": "kubernetes cluster upgrade", "mode": mode, "limit": 5,
+                "filters": {"agent_id": "b"}
+            })),
+            200,
+        )
+        .await;
+        let mut found = keys(&found);
+        found.sort();
+        assert_eq!(found, vec!["b1", "b2", "b3"], "{mode}");
+    }
+}
 /// With the embedder down, searches still answer from keywords, marked degraded.
 #[sqlx::test]
 async fn a_failing_embedder_degrades_to_keyword(pool: PgPool) {

@@ -309,14 +309,22 @@ pub(super) async fn vector_candidates(
     let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
     let sql = format!(
         "WITH near AS (
-             SELECT v.memory_id, v.byte_start, v.with_context, v.embedding, 1 - {distance} AS score
-             FROM memory_vectors v
-             WHERE v.tenant_id = current_setting('mnemo.tenant')
-               AND v.user_id = current_setting('mnemo.user')
-               AND v.model = $2
-               AND {admitted}
-               AND ($10::uuid[] IS NULL OR v.memory_id = ANY($10))
-             ORDER BY {distance}
+             -- The nearest vectors first, then the filters on those only, as they are read:
+             -- a memory is looked up for each vector the limit reaches, not for every vector of
+             -- the caller (`OFFSET 0` keeps the test out of the scan). The vectors themselves are
+             -- not carried through the ordering; the kept texts' are looked up below.
+             SELECT o.memory_id, o.byte_start, o.with_context, NULL::vector AS embedding,
+                    1 - o.distance AS score
+             FROM (SELECT v.memory_id, v.byte_start, v.with_context, {distance} AS distance
+                   FROM memory_vectors v
+                   WHERE v.tenant_id = current_setting('mnemo.tenant')
+                     AND v.user_id = current_setting('mnemo.user')
+                     AND v.model = $2
+                     AND ($10::uuid[] IS NULL OR v.memory_id = ANY($10))
+                   ORDER BY {distance}
+                   OFFSET 0) o
+             WHERE {admitted}
+             ORDER BY o.distance
              LIMIT $11
          ), {chunks}, both_vectors AS (
              SELECT c.memory_id, c.byte_start, {similarity} AS score, c.alone FROM chunks c
@@ -340,7 +348,7 @@ pub(super) async fn vector_candidates(
             &["memory_id", "byte_start"],
             &distance
         ),
-        admitted = admitted("v.memory_id")
+        admitted = admitted("o.memory_id")
     );
     // Runtime: it binds pgvector's `vector` and names the embedder's dimension in its text.
     // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
