@@ -264,12 +264,16 @@ async fn exact_keyword_candidates(
     let ranking = idf_ranking("memory_id, byte_start", "$13::int8");
     let sql = format!(
         "WITH {QUERY_CTE}, {}, hits AS MATERIALIZED (
+             -- The caller's chunks in one range scan, the words tested first and the filters
+             -- on the matches only (a memory lookup per matching chunk, not per memory): the
+             -- query as an init plan makes the word test a filter of the scan, which PostgreSQL
+             -- runs before the costlier sub-plan.
              SELECT c.memory_id, c.byte_start, c.tsv
-             FROM agent_memory_chunks c, q
+             FROM agent_memory_chunks c
              WHERE c.tenant_id = current_setting('mnemo.tenant')
                AND c.user_id = current_setting('mnemo.user')
-               AND numnode(q.pos) > 0 AND c.tsv @@ q.q
-               AND c.memory_id IN (SELECT id FROM mem)
+               AND c.tsv @@ (SELECT q.q FROM q WHERE numnode(q.pos) > 0)
+               AND {admitted}
              UNION ALL
              SELECT mem.id, NULL, mem.summary_tsv
              FROM mem, q
@@ -277,6 +281,7 @@ async fn exact_keyword_candidates(
          ), {ranking}, {best}",
         memories(),
         best = best("$12"),
+        admitted = admitted("c.memory_id"),
     );
     // Runtime-checked: composed from the ranking and filter SQL the searches share (`best`,
     // `FILTERS`, `admitted`); no value is spliced.
