@@ -1,16 +1,24 @@
 //! CPU time of the server and of the PostgreSQL cluster, from `/proc`.
 
-/// The parent pid and utime, stime, cutime, cstime (clock ticks) of `/proc/<pid>/stat`.
-pub(crate) fn proc_stat(pid: u32) -> Option<(u32, [u64; 4])> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses; the fields after it do not.
-    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+/// The name, parent pid and utime, stime, cutime, cstime (clock ticks) of a `stat` file of
+/// `/proc` (a process's or a thread's).
+fn parse_stat(text: &str) -> Option<(&str, u32, [u64; 4])> {
+    // `<pid> (<name>) <state> ...`: the name may hold spaces and parentheses; the fields after
+    // it do not.
+    let (open, close) = (text.find('(')?, text.rfind(')')?);
+    let fields: Vec<&str> = text[close + 1..].split_whitespace().collect();
     let ppid = fields.get(1)?.parse().ok()?;
     let mut times = [0u64; 4];
     for (i, time) in times.iter_mut().enumerate() {
         *time = fields.get(11 + i)?.parse().ok()?;
     }
-    Some((ppid, times))
+    Some((&text[open + 1..close], ppid, times))
+}
+
+/// The parent pid and utime, stime, cutime, cstime (clock ticks) of `/proc/<pid>/stat`.
+pub(crate) fn proc_stat(pid: u32) -> Option<(u32, [u64; 4])> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text).map(|(_, ppid, times)| (ppid, times))
 }
 
 /// CPU ticks so far of the server process, and of the PostgreSQL cluster: the postmaster with the
@@ -45,26 +53,19 @@ pub(crate) fn cpu_ticks(
 /// CPU ticks so far of the threads of `pid` whose name starts with `prefix` (as the local
 /// embedder's `mnemo-embed-<n>`), from `/proc/<pid>/task/*/stat`.
 pub(crate) fn thread_ticks(pid: Option<u32>, prefix: &str) -> Option<u64> {
-    let pid = pid?;
     let mut total = 0;
-    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))
+    for entry in std::fs::read_dir(format!("/proc/{}/task", pid?))
         .ok()?
         .flatten()
     {
         let Ok(text) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
-        // `<tid> (<name>) <state> ...`: the name sits between the first '(' and the last ')'.
-        let (Some(open), Some(close)) = (text.find('('), text.rfind(')')) else {
-            continue;
-        };
-        if !text[open + 1..close].starts_with(prefix) {
-            continue;
+        if let Some((name, _, times)) = parse_stat(&text)
+            && name.starts_with(prefix)
+        {
+            total += times[0] + times[1];
         }
-        let fields: Vec<&str> = text[close + 1..].split_whitespace().collect();
-        let utime: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0);
-        let stime: u64 = fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
-        total += utime + stime;
     }
     Some(total)
 }
