@@ -72,17 +72,18 @@ impl LocalBackend {
         // reads /proc/cpuinfo at every product to count the cores. Equal to the pool's size it
         // does neither: a short query's embedding measured 17% (one at a time) to 33% (16 at
         // once) less CPU, where long texts in bulk embed 13% slower (see the README).
+        let threads = threads.max(1);
         let told = std::env::var("RAYON_NUM_THREADS").ok();
-        if told.as_deref() != Some(threads.max(1).to_string().as_str()) {
+        if told.as_deref() != Some(threads.to_string().as_str()) {
             tracing::warn!(
                 rayon_num_threads = told.as_deref().unwrap_or("unset"),
-                embedding_threads = threads.max(1),
+                embedding_threads = threads,
                 "RAYON_NUM_THREADS differs from MNEMO_EMBEDDING_THREADS: the local model splits \
                  its matrix products for another number of threads (scripts/run sets it)"
             );
         }
         let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.max(1))
+            .num_threads(threads)
             .thread_name(|i| format!("mnemo-embed-{i}"))
             .build()?;
         let name = folder

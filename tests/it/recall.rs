@@ -706,6 +706,7 @@ async fn filters_never_shorten_the_nearest(pool: PgPool) {
         assert_eq!(found, vec!["b1", "b2", "b3"], "{mode}");
     }
 }
+
 /// With the embedder down, searches still answer from keywords, marked degraded.
 #[sqlx::test]
 async fn a_failing_embedder_degrades_to_keyword(pool: PgPool) {
