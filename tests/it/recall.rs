@@ -1421,6 +1421,62 @@ async fn task_with_history(app: &TestApp, token: &str, step_text: &str) -> Strin
 }
 
 /// Task history is searched by meaning as well as by words: every kind of item gets a vector,
+/// A keyword hit of a task search that is not among the nearest vectors still gets its similarity
+/// in a hybrid search: its vectors are looked up by key, behind 300 nearer ones.
+#[sqlx::test]
+async fn task_keyword_hits_far_from_the_query_are_scored_by_meaning(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(256)).await;
+    let alice = app.token("acme", "alice");
+    let task = expect(
+        app.post("/api/tasks", &alice)
+            .json(&json!({"name": "deploy"})),
+        201,
+    )
+    .await;
+    let id = task["id"].as_str().unwrap().to_owned();
+    expect(
+        app.post(&format!("/api/tasks/{id}/update"), &alice)
+            .json(&json!({"message": "a zebra walked past"})),
+        200,
+    )
+    .await;
+    for batch in 0..3 {
+        let events: Vec<Value> = (0..100)
+            .map(|i| {
+                json!({"step_narrative": format!("deploy pipeline stage {batch}-{i}"),
+                       "status": "COMPLETED"})
+            })
+            .collect();
+        expect(
+            app.post(&format!("/api/tasks/{id}/events"), &alice)
+                .json(&json!({ "events": events })),
+            201,
+        )
+        .await;
+    }
+    drain(&app).await;
+
+    let found = expect(
+        app.post(&format!("/api/tasks/{id}/search"), &alice)
+            .json(&json!({"query": "zebra deploy pipeline", "mode": "hybrid", "limit": 100})),
+        200,
+    )
+    .await;
+    let hits = found["hits"].as_array().unwrap();
+    let zebra = hits
+        .iter()
+        .find(|h| h["source"] == "message")
+        .unwrap_or_else(|| panic!("the message is a hit: {found}"));
+    assert_eq!(zebra["keyword_rank"], 1, "{found}");
+    let similarity = zebra["similarity"].as_f64();
+    assert!(
+        similarity.is_some_and(|s| s > 0.0),
+        "its similarity looked up: {zebra}"
+    );
+    let rank = zebra["vector_rank"].as_u64().unwrap();
+    assert!(rank > 100, "it is not among the nearest: {zebra}");
+}
+
 /// `semantic` ranks by similarity, `hybrid` (the default) reports both sides, pages follow, and
 /// another user's nearest items never surface.
 #[sqlx::test]

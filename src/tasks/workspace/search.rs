@@ -80,33 +80,73 @@ fn keyword_ctes() -> String {
 
 /// The documents of items in a CTE `k` (`task_id`, `source`, `seq`, `part_index`, `char_offset`,
 /// `score`, `ord`), with where each sits and its time; ordered by `ord`.
+///
+/// Each item is looked up by its key in a lateral subquery, which every plan runs as one index
+/// probe per item. Joined to the tables, a plan made (generic, or cached on a pooled connection)
+/// while a caller with a short history searched may read all of the caller's rows of a table
+/// once instead: measured 50,000 steps read for 10 hits (13 ms, 0.5 ms as probes).
 const DOCS: &str = "docs AS (
          SELECT k.ord, m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
                 NULL::int AS part_index, NULL::int AS char_offset, NULL::text AS tool_call_id,
                 NULL::text AS label, m.content AS doc, m.created_at AS at, k.score AS rank
-         FROM k JOIN task_messages m
-           ON k.source = 'message' AND m.task_id = k.task_id AND m.seq = k.seq
+         FROM k
+         CROSS JOIN LATERAL (
+             SELECT m.task_id, m.seq, m.content, m.created_at FROM task_messages m
+             WHERE m.tenant_id = current_setting('mnemo.tenant')
+               AND m.user_id = current_setting('mnemo.user')
+               AND m.task_id = k.task_id AND m.seq = k.seq
+             LIMIT 1
+         ) m
+         WHERE k.source = 'message'
        UNION ALL
          SELECT k.ord, e.task_id, 'event', e.seq, NULL, NULL, NULL, NULL, NULL,
                 mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info),
                 e.ts, k.score
-         FROM k JOIN task_events e
-           ON k.source = 'event' AND e.task_id = k.task_id AND e.seq = k.seq
+         FROM k
+         CROSS JOIN LATERAL (
+             SELECT e.task_id, e.seq, e.step_narrative, e.tool_name, e.result_data, e.error_info,
+                    e.ts
+             FROM task_events e
+             WHERE e.tenant_id = current_setting('mnemo.tenant')
+               AND e.user_id = current_setting('mnemo.user')
+               AND e.task_id = k.task_id AND e.seq = k.seq
+             LIMIT 1
+         ) e
+         WHERE k.source = 'event'
        UNION ALL
          SELECT k.ord, s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content,
                 s.ts, k.score
-         FROM k JOIN task_snapshots s
-           ON k.source = 'snapshot' AND s.task_id = k.task_id AND s.seq = k.seq
+         FROM k
+         CROSS JOIN LATERAL (
+             SELECT s.task_id, s.seq, s.label, s.content, s.ts FROM task_snapshots s
+             WHERE s.tenant_id = current_setting('mnemo.tenant')
+               AND s.user_id = current_setting('mnemo.user')
+               AND s.task_id = k.task_id AND s.seq = k.seq
+             LIMIT 1
+         ) s
+         WHERE k.source = 'snapshot'
        UNION ALL
          SELECT k.ord, t.task_id, t.kind, t.seq, st.step_id, t.part_index, t.char_offset,
                 st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content, st.created_at,
                 k.score
          FROM k
-         JOIN task_step_texts t
-           ON k.source = t.kind AND t.task_id = k.task_id AND t.seq = k.seq
-          AND t.part_index = k.part_index AND t.char_offset = k.char_offset
-         JOIN task_steps st ON st.tenant_id = t.tenant_id AND st.user_id = t.user_id
-                           AND st.task_id = t.task_id AND st.seq = t.seq
+         -- The chunks of a part start at distinct offsets: a key names one chunk.
+         CROSS JOIN LATERAL (
+             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.content
+             FROM task_step_texts t
+             WHERE t.tenant_id = current_setting('mnemo.tenant')
+               AND t.user_id = current_setting('mnemo.user')
+               AND t.task_id = k.task_id AND t.seq = k.seq AND t.part_index = k.part_index
+               AND t.char_offset = k.char_offset AND t.kind = k.source
+             LIMIT 1
+         ) t
+         CROSS JOIN LATERAL (
+             SELECT st.step_id, st.parts, st.created_at FROM task_steps st
+             WHERE st.tenant_id = current_setting('mnemo.tenant')
+               AND st.user_id = current_setting('mnemo.user')
+               AND st.task_id = t.task_id AND st.seq = t.seq
+             LIMIT 1
+         ) st
      )";
 
 /// The end of a statement over documents in `from` (as [`DOCS`] makes them): the hit's fields
@@ -443,6 +483,34 @@ async fn nearest(
     // is the embedder's, never the caller's.
     let distance = format!("(v.embedding::vector({dims}) <=> $1::vector({dims}))");
     let keys = only.map(|items| Keys::of(items.iter()));
+    // Without `only`, the caller's vectors of the model, so that its HNSW index serves the ORDER
+    // BY (`$4` to `$8` go unused). With `only`, each item's vectors (at most two: alone and with
+    // its context) looked up by its key, which every plan runs as one index probe per item: the
+    // index scan filtered by the keys stops after its budget of tuples, short of the items of a
+    // long history, and a plan made while a caller with a short history searched reads all of the
+    // caller's vectors (measured: 2 of 7 items found in 47 ms, and 500,000 vectors read in
+    // 136 ms; 0.2 ms as probes).
+    let vectors = if only.is_some() {
+        "(SELECT DISTINCT * FROM unnest($4::uuid[], $5::text[], $6::int8[], $7::int4[],
+                                        $8::int4[]))
+              AS k(task_id, source, seq, part_index, char_offset)
+         CROSS JOIN LATERAL (
+             SELECT * FROM task_vectors v
+             WHERE v.tenant_id = current_setting('mnemo.tenant')
+               AND v.user_id = current_setting('mnemo.user')
+               AND v.task_id = k.task_id AND v.source = k.source AND v.seq = k.seq
+               AND v.part_index = k.part_index AND v.char_offset = k.char_offset
+               AND v.model = $2
+               AND ($3::uuid IS NULL OR v.task_id = $3)
+             LIMIT 2
+         ) v"
+    } else {
+        "task_vectors v
+         WHERE v.tenant_id = current_setting('mnemo.tenant')
+           AND v.user_id = current_setting('mnemo.user')
+           AND v.model = $2
+           AND ($3::uuid IS NULL OR v.task_id = $3)"
+    };
     // Runtime-checked: it binds pgvector's `vector`, which the macros do not know, and names the
     // dimension in its text.
     let rows: Vec<Scored> = sqlx::query_as(&format!(
@@ -450,15 +518,7 @@ async fn nearest(
          SELECT v.task_id, v.source, v.seq, v.part_index, v.char_offset, v.with_context,
                 v.embedding,
                 1 - {distance} AS score
-         FROM task_vectors v
-         WHERE v.tenant_id = current_setting('mnemo.tenant')
-           AND v.user_id = current_setting('mnemo.user')
-           AND v.model = $2
-           AND ($3::uuid IS NULL OR v.task_id = $3)
-           AND ($4::uuid[] IS NULL
-                OR (v.task_id, v.source, v.seq, v.part_index, v.char_offset) IN (
-                       SELECT * FROM unnest($4::uuid[], $5::text[], $6::int8[], $7::int4[],
-                                            $8::int4[])))
+         FROM {vectors}
          ORDER BY {distance}
          LIMIT $9
          ), {items}
