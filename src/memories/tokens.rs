@@ -45,10 +45,14 @@ pub fn count(text: &str) -> u64 {
 /// boundary; for content of one piece (16 KiB and less) it is exact. Large inputs are counted on
 /// several threads (the tokenizer runs at a few MB/s per core).
 pub fn count_pieces(pieces: &[&str]) -> u64 {
+    if pieces.len() < 16 {
+        return pieces.iter().map(|p| count(p)).sum();
+    }
+    // Asked only here: the answer reads the cgroup's files on every call.
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
-    if threads <= 1 || pieces.len() < 16 {
+    if threads <= 1 {
         return pieces.iter().map(|p| count(p)).sum();
     }
     let per = pieces.len().div_ceil(threads);

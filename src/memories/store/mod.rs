@@ -216,11 +216,83 @@ pub async fn prepare(new: NewMemory, limits: &Limits) -> ApiResult<Prepared> {
     let agent_id = short_text("agent_id", new.agent_id, 256)?;
     let thread_id = short_text("thread_id", new.thread_id, 256)?;
     check_metadata("metadata", &new.metadata)?;
-    let content = new.content;
-    let key = new.key;
-    let command = new.command;
-    let metadata = Value::Object(new.metadata);
-    tokio::task::spawn_blocking(move || {
+    let size = new.content.len();
+    let checked = Checked {
+        content: new.content,
+        key: new.key,
+        description,
+        memory_type,
+        agent_id,
+        thread_id,
+        command: new.command,
+        metadata: Value::Object(new.metadata),
+    };
+    // Small content is measured in place: handing it to a blocking thread cost more than the
+    // work (a thread woken per store, and the tokenizer's regex caches taken and given back
+    // across threads, were a third of the server's CPU per 1 KB store).
+    if size <= INLINE_BYTES {
+        return Ok(checked.measure());
+    }
+    tokio::task::spawn_blocking(move || checked.measure())
+        .await
+        .map_err(|err| ApiError::Internal(anyhow::anyhow!("preparing a memory failed: {err}")))
+}
+
+/// Agent tool `store_memory`: prepares and stores `new` in the caller's transaction. With a key it
+/// behaves like `PUT` (idempotent), without one like `POST` (generated key).
+pub async fn store_memory(
+    conn: &mut Scoped,
+    new: NewMemory,
+    limits: &Limits,
+) -> ApiResult<StoredMemory> {
+    let prepared = prepare(new, limits).await?;
+    match prepared.key.clone() {
+        Some(key) => upsert(conn, &key, &prepared).await,
+        None => create(Target::Tx(conn), &prepared).await,
+    }
+}
+
+pub(super) fn not_found(key: &str) -> ApiError {
+    ApiError::not_found(format!("no memory with key `{key}`"))
+}
+
+pub(super) fn inactive(key: &str) -> ApiError {
+    ApiError::not_found(format!(
+        "memory `{key}` was deleted (inactive); pass include_inactive=true to read it"
+    ))
+    .with("is_active", false)
+}
+
+/// Content up to this size is measured on the request's own thread (see [`prepare`]): its
+/// tokens counted in about a tenth of a millisecond.
+const INLINE_BYTES: usize = 4 * 1024;
+
+/// A new memory's fields, checked, before it is measured.
+struct Checked {
+    content: String,
+    key: Option<String>,
+    description: Option<String>,
+    memory_type: String,
+    agent_id: Option<String>,
+    thread_id: Option<String>,
+    command: Option<String>,
+    metadata: Value,
+}
+
+impl Checked {
+    /// Cuts the content into chunks, counts its lines and tokens, hashes it and writes its
+    /// summary.
+    fn measure(self) -> Prepared {
+        let Checked {
+            content,
+            key,
+            description,
+            memory_type,
+            agent_id,
+            thread_id,
+            command,
+            metadata,
+        } = self;
         let chunks = chunks::split(&content, CHUNK_BYTES);
         let pieces: Vec<&str> = chunks.iter().map(|c| c.text(&content)).collect();
         let token_count = tokens::count_pieces(&pieces);
@@ -254,32 +326,5 @@ pub async fn prepare(new: NewMemory, limits: &Limits) -> ApiResult<Prepared> {
             sha256,
             chunks,
         }
-    })
-    .await
-    .map_err(|err| ApiError::Internal(anyhow::anyhow!("preparing a memory failed: {err}")))
-}
-
-/// Agent tool `store_memory`: prepares and stores `new` in the caller's transaction. With a key it
-/// behaves like `PUT` (idempotent), without one like `POST` (generated key).
-pub async fn store_memory(
-    conn: &mut Scoped,
-    new: NewMemory,
-    limits: &Limits,
-) -> ApiResult<StoredMemory> {
-    let prepared = prepare(new, limits).await?;
-    match prepared.key.clone() {
-        Some(key) => upsert(conn, &key, &prepared).await,
-        None => create(Target::Tx(conn), &prepared).await,
     }
-}
-
-pub(super) fn not_found(key: &str) -> ApiError {
-    ApiError::not_found(format!("no memory with key `{key}`"))
-}
-
-pub(super) fn inactive(key: &str) -> ApiError {
-    ApiError::not_found(format!(
-        "memory `{key}` was deleted (inactive); pass include_inactive=true to read it"
-    ))
-    .with("is_active", false)
 }
