@@ -440,6 +440,44 @@ async fn a_keyword_search_finds_the_turn_after_a_match(pool: PgPool) {
     assert_eq!(keys(&found), ["asked"], "{found}");
 }
 
+/// Whether a text only asks: it ends with a question mark (trailing blanks aside) and no sentence
+/// in it ends otherwise; the function answers as the regular expressions it replaced did.
+#[sqlx::test]
+async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
+    let cases = [
+        ("How often do you play?", true),
+        ("How often do you play?  \r\n\t", true),
+        ("I quit. Did you hear?", false),
+        ("Wow! Really?", false),
+        ("Really?!", false),
+        ("Is 3.5 enough?", true),
+        ("e.g. what?", false),
+        ("Who? Me?", true),
+        ("?", true),
+        ("", false),
+        ("   ", false),
+        ("A statement.", false),
+        ("Ends with a question mark? No, it does not", false),
+    ];
+    for (text, expected) in cases {
+        let (now, before): (bool, bool) = sqlx::query_as(
+            "SELECT mnemo_only_asks($1),
+                    rtrim($1, E' \\t\\r\\n') ~ '\\?$' AND rtrim($1, E' \\t\\r\\n') !~ '[.!](\\s|$)'",
+        )
+        .bind(text)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(now, expected, "{text:?}");
+        assert_eq!(now, before, "{text:?}");
+    }
+    let null: Option<bool> = sqlx::query_scalar("SELECT mnemo_only_asks(NULL)")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(null, None);
+}
+
 /// A text that only asks yields to the text after it: the question's own score drops by a fifth
 /// and the answer gains 0.3 of it, in every mode. Here every text holds both words of the
 /// query, so each scores `s` by its words: the question ends at 0.8 s + 0.2 × 1.2 s (its
