@@ -85,45 +85,39 @@ fn keyword_ctes() -> String {
 /// probe per item. Joined to the tables, a plan made (generic, or cached on a pooled connection)
 /// while a caller with a short history searched may read all of the caller's rows of a table
 /// once instead: measured 50,000 steps read for 10 hits (13 ms, 0.5 ms as probes).
-const DOCS: &str = "docs AS (
+fn docs() -> String {
+    // One row of a history table by its task and sequence number, with the columns `cols`.
+    let by_seq = |table: &str, alias: &str, cols: &str| {
+        format!(
+            "CROSS JOIN LATERAL (
+             SELECT {cols} FROM {table} {alias}
+             WHERE {alias}.tenant_id = current_setting('mnemo.tenant')
+               AND {alias}.user_id = current_setting('mnemo.user')
+               AND {alias}.task_id = k.task_id AND {alias}.seq = k.seq
+             LIMIT 1
+         ) {alias}"
+        )
+    };
+    format!(
+        "docs AS (
          SELECT k.ord, m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
                 NULL::int AS part_index, NULL::int AS char_offset, NULL::text AS tool_call_id,
                 NULL::text AS label, m.content AS doc, m.created_at AS at, k.score AS rank
          FROM k
-         CROSS JOIN LATERAL (
-             SELECT m.task_id, m.seq, m.content, m.created_at FROM task_messages m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user')
-               AND m.task_id = k.task_id AND m.seq = k.seq
-             LIMIT 1
-         ) m
+         {messages}
          WHERE k.source = 'message'
        UNION ALL
          SELECT k.ord, e.task_id, 'event', e.seq, NULL, NULL, NULL, NULL, NULL,
                 mnemo_task_event_text(e.step_narrative, e.tool_name, e.result_data, e.error_info),
                 e.ts, k.score
          FROM k
-         CROSS JOIN LATERAL (
-             SELECT e.task_id, e.seq, e.step_narrative, e.tool_name, e.result_data, e.error_info,
-                    e.ts
-             FROM task_events e
-             WHERE e.tenant_id = current_setting('mnemo.tenant')
-               AND e.user_id = current_setting('mnemo.user')
-               AND e.task_id = k.task_id AND e.seq = k.seq
-             LIMIT 1
-         ) e
+         {events}
          WHERE k.source = 'event'
        UNION ALL
          SELECT k.ord, s.task_id, 'snapshot', s.seq, NULL, NULL, NULL, NULL, s.label, s.content,
                 s.ts, k.score
          FROM k
-         CROSS JOIN LATERAL (
-             SELECT s.task_id, s.seq, s.label, s.content, s.ts FROM task_snapshots s
-             WHERE s.tenant_id = current_setting('mnemo.tenant')
-               AND s.user_id = current_setting('mnemo.user')
-               AND s.task_id = k.task_id AND s.seq = k.seq
-             LIMIT 1
-         ) s
+         {snapshots}
          WHERE k.source = 'snapshot'
        UNION ALL
          SELECT k.ord, t.task_id, t.kind, t.seq, st.step_id, t.part_index, t.char_offset,
@@ -147,9 +141,26 @@ const DOCS: &str = "docs AS (
                AND st.task_id = t.task_id AND st.seq = t.seq
              LIMIT 1
          ) st
-     )";
+     )",
+        messages = by_seq(
+            "task_messages",
+            "m",
+            "m.task_id, m.seq, m.content, m.created_at"
+        ),
+        events = by_seq(
+            "task_events",
+            "e",
+            "e.task_id, e.seq, e.step_narrative, e.tool_name, e.result_data, e.error_info, e.ts"
+        ),
+        snapshots = by_seq(
+            "task_snapshots",
+            "s",
+            "s.task_id, s.seq, s.label, s.content, s.ts"
+        ),
+    )
+}
 
-/// The end of a statement over documents in `from` (as [`DOCS`] makes them): the hit's fields
+/// The end of a statement over documents in `from` (as [`docs`] makes them): the hit's fields
 /// with a snippet, matches in `«»`, in the order `order`.
 fn show(from: &str, order: &str) -> String {
     format!(
@@ -317,9 +328,10 @@ pub async fn search(
              SELECT * FROM unnest($3::uuid[], $4::text[], $5::int8[], $6::int4[], $7::int4[],
                                   $8::real[])
                  WITH ORDINALITY AS k(task_id, source, seq, part_index, char_offset, score, ord)
-         ), {DOCS}
+         ), {docs}
          {}",
-        show("docs", "d.ord")
+        show("docs", "d.ord"),
+        docs = docs()
     ))
     .bind(&text.any)
     .bind(&text.none)
@@ -397,14 +409,15 @@ async fn by_words(
         "{}, k AS (
              SELECT task_id, source, seq, part_index, char_offset, score, 0::bigint AS ord
              FROM scored
-         ), {DOCS}, page AS (
+         ), {docs}, page AS (
              -- Each document carries its score: joining `scored` again would make the planner,
              -- which cannot estimate the CTE, loop over every hit for every hit.
              SELECT d.* FROM docs d ORDER BY {order} OFFSET $4 LIMIT $5
          )
          {}",
         keyword_ctes(),
-        show("page", order)
+        show("page", order),
+        docs = docs(),
     );
     // Runtime-checked: built from the shared ranking SQL (see `keyword_ctes`).
     let rows: Vec<HitRow> = sqlx::query_as(&sql)
