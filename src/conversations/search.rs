@@ -112,6 +112,9 @@ struct Scored {
     /// The message's vector alone, on the vector side (for its crowding).
     #[sqlx(default)]
     alone: Option<pgvector::Vector>,
+    /// What a message holding every query term would score, on the keyword side.
+    #[sqlx(default)]
+    query_weight: Option<f32>,
 }
 
 struct Shown {
@@ -324,7 +327,7 @@ fn best_and_also(also: &str, follow: &str) -> String {
              SELECT seq, (coalesce(s.score, 0) + coalesce(f.gain, 0))::real AS score
              FROM scored s FULL JOIN followers f USING (seq)
          )
-         SELECT seq, score FROM (
+         SELECT seq, score, (SELECT weight FROM total) AS query_weight FROM (
              (SELECT seq, score FROM ranked ORDER BY score DESC, seq DESC LIMIT $8)
              UNION
              SELECT seq, score FROM ranked WHERE {also}::int8[] IS NOT NULL AND seq = ANY({also})
@@ -538,6 +541,7 @@ pub async fn search_messages(
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
+        keyword.iter().find_map(|k| k.query_weight),
     );
     let lifted = liftable(&ranked, limit as usize, LIFTS);
     let seqs: Vec<i64> = ranked[..lifted].iter().map(|r| r.id).collect();

@@ -177,6 +177,12 @@ pub fn scored_cte(keys: &str, corpus: &str) -> String {
              SELECT {m}, sum(w.weight)::real AS score
              FROM matches m JOIN weights w USING (term)
              GROUP BY {m}
+         ), total AS MATERIALIZED (
+             -- What a text holding every query term would score: a term no text holds weighs
+             -- as the rarest can.
+             SELECT coalesce(sum(coalesce(w.weight, ln(1 + (({corpus}) + 0.5) / 0.5))), 0)::real
+                        AS weight
+             FROM terms t LEFT JOIN weights w USING (term)
          )",
         weights = term_weights(corpus),
     )

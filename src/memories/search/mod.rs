@@ -202,6 +202,7 @@ pub async fn search_memory(
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
+        keyword.iter().find_map(|k| k.query_weight),
     );
     let lifted = liftable(&ranked, limit as usize, LIFTS);
     let ids: Vec<Uuid> = ranked[..lifted].iter().map(|r| r.id).collect();

@@ -23,6 +23,9 @@ pub(super) struct Scored {
     /// The chunk's vector alone, on the vector side (for its crowding).
     #[sqlx(default)]
     pub(super) alone: Option<pgvector::Vector>,
+    /// What a memory holding every query term would score, on the keyword side.
+    #[sqlx(default)]
+    pub(super) query_weight: Option<f32>,
 }
 
 /// The filters of a search over memory `m`; binds $3..$9.
@@ -103,7 +106,8 @@ fn best(follow: &str) -> String {
                     row_number() OVER (ORDER BY score DESC, memory_id DESC) AS place
              FROM ranked
          )
-         SELECT memory_id, byte_start, score FROM placed
+         SELECT memory_id, byte_start, score, (SELECT weight FROM total) AS query_weight
+         FROM placed
          WHERE place <= $11 OR memory_id = ANY(coalesce($10::uuid[], '{{}}'))
          ORDER BY place",
         admitted = admitted("f.id"),

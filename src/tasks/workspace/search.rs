@@ -200,6 +200,9 @@ struct Scored {
     /// The item's vector alone, on the vector side (for its crowding).
     #[sqlx(default)]
     alone: Option<pgvector::Vector>,
+    /// What an item holding every query term would score, on the keyword side.
+    #[sqlx(default)]
+    query_weight: Option<f32>,
 }
 
 /// A candidate of the vector side.
@@ -292,10 +295,11 @@ pub async fn search(
 
     let mut near = nearest(tx, task_id, vector, None).await?;
     let mut words: Vec<(Item, f32)> = Vec::new();
+    let mut query_weight = None;
     if mode.keyword() {
         // Each side's candidates scored on the other side too, so that fusion compares whole
         // scores.
-        words = keyword_scores(tx, task_id, &text, &near).await?;
+        (words, query_weight) = keyword_scores(tx, task_id, &text, &near).await?;
         let missing: Vec<Item> = words
             .iter()
             .map(|w| w.0.clone())
@@ -312,7 +316,7 @@ pub async fn search(
     let mut candidates = candidates(&words, &pairs);
     let alone = near.iter().map(|n| (n.item.clone(), n.alone.as_ref()));
     set_crowding(&mut candidates, alone, vector.crowd_weight);
-    let mut ranked = fuse(candidates, vector.keyword_weight);
+    let mut ranked = fuse(candidates, vector.keyword_weight, query_weight);
     let start = usize::try_from(offset).unwrap_or(usize::MAX);
     let end = start.saturating_add(usize::try_from(limit).unwrap_or(usize::MAX));
     let more = ranked.len() > end;
@@ -448,7 +452,7 @@ async fn keyword_scores(
     task_id: Option<Uuid>,
     text: &TextQuery,
     also: &[Near],
-) -> ApiResult<Vec<(Item, f32)>> {
+) -> ApiResult<(Vec<(Item, f32)>, Option<f32>)> {
     let keys = Keys::of(also.iter().map(|a| &a.item));
     let sql = format!(
         "{}, ranked AS (
@@ -458,7 +462,9 @@ async fn keyword_scores(
                                                 char_offset) AS ord
              FROM scored
          )
-         SELECT task_id, source, seq, part_index, char_offset, score FROM ranked
+         SELECT task_id, source, seq, part_index, char_offset, score,
+                (SELECT weight FROM total) AS query_weight
+         FROM ranked
          WHERE ord <= $4
             OR (task_id, source, seq, part_index, char_offset) IN (
                    SELECT * FROM unnest($5::uuid[], $6::text[], $7::int8[], $8::int4[],
@@ -479,7 +485,8 @@ async fn keyword_scores(
         .bind(&keys.offsets)
         .fetch_all(&mut *tx)
         .await?;
-    Ok(rows.into_iter().map(Scored::pair).collect())
+    let query_weight = rows.iter().find_map(|r| r.query_weight);
+    Ok((rows.into_iter().map(Scored::pair).collect(), query_weight))
 }
 
 /// The items closest in meaning to `vector`, closest first, each once (scored by the mean of its
