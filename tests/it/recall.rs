@@ -654,6 +654,33 @@ async fn a_text_near_everything_yields_to_a_specific_one(pool: PgPool) {
     assert_eq!(keys(&found)[..2], ["hub", "flowers"], "{found}");
 }
 
+/// In a hybrid search the words add the share of the question a text holds: a memory holding one
+/// word of a question whose other words appear nowhere gains little of the keyword weight, though
+/// it is the best (and only) keyword match; holding every word, it gains all of it.
+#[sqlx::test]
+async fn hybrid_words_count_as_their_share_of_the_question(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(256)).await;
+    let token = app.token("acme", "alice");
+    put_in_threads(&app, &token, &[("roses", "t0", "garden roses")]).await;
+    drain(&app).await;
+    // The keyword part of the only hit's score: what the similarity does not explain.
+    let keyword_part = |found: &Value| {
+        let hit = &found["hits"][0];
+        assert_eq!(hit["memory_key"], "roses", "{found}");
+        assert_eq!(hit["keyword_rank"], 1, "{found}");
+        hit["score"].as_f64().unwrap() - 0.7 * hit["similarity"].as_f64().unwrap()
+    };
+    let search = |query: &str| {
+        app.post(SEARCH, &token)
+            .json(&json!({"query": query, "mode": "hybrid"}))
+    };
+    let whole = expect(search("garden roses"), 200).await;
+    assert!((keyword_part(&whole) - 0.3).abs() < 0.01, "{whole}");
+    let share = expect(search("garden xylophones zeppelins"), 200).await;
+    let part = keyword_part(&share);
+    assert!(part > 0.0 && part < 0.15, "{part}: {share}");
+}
+
 /// The nearest vectors may belong to someone else; they never surface.
 #[sqlx::test]
 async fn other_users_vectors_never_surface(pool: PgPool) {
