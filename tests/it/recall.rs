@@ -679,6 +679,25 @@ async fn hybrid_words_count_as_their_share_of_the_question(pool: PgPool) {
     let share = expect(search("garden xylophones zeppelins"), 200).await;
     let part = keyword_part(&share);
     assert!(part > 0.0 && part < 0.15, "{part}: {share}");
+
+    // Messages rank the same way.
+    archive(&app, &token, "s1", &[("m1", "user", "garden roses")]).await;
+    drain(&app).await;
+    for (query, low, high) in [
+        ("garden roses", 0.29, 0.31),
+        ("garden xylophones zeppelins", 0.0, 0.15),
+    ] {
+        let found = expect(
+            app.post(CHAT_SEARCH, &token)
+                .json(&json!({"query": query, "mode": "hybrid"})),
+            200,
+        )
+        .await;
+        let hit = &found["hits"][0];
+        assert_eq!(hit["message_id"], "m1", "{found}");
+        let part = hit["score"].as_f64().unwrap() - 0.7 * hit["similarity"].as_f64().unwrap();
+        assert!(part > low && part < high, "{query}: {part}: {found}");
+    }
 }
 
 /// The nearest vectors may belong to someone else; they never surface.
