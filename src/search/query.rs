@@ -106,7 +106,7 @@ pub const QUERY_CTE: &str = "q AS (
 pub fn term_weights(corpus: &str) -> String {
     format!(
         "idf AS (
-             SELECT df.term, df.n, ln(1 + (({corpus}) - df.n + 0.5) / (df.n + 0.5)) AS idf
+             SELECT df.term, df.n, {idf} AS idf
              FROM df
          ), weights AS MATERIALIZED (
              -- A few rows, computed once: inlined, PostgreSQL may compute them again for every
@@ -117,8 +117,15 @@ pub fn term_weights(corpus: &str) -> String {
                          ELSE i.idf
                     END AS weight
              FROM idf i CROSS JOIN q
-         )"
+         )",
+        idf = idf(corpus, "df.n"),
     )
+}
+
+/// The inverse document frequency of a term held by `n` (an SQL expression) of the `corpus`
+/// texts.
+fn idf(corpus: &str, n: &str) -> String {
+    format!("ln(1 + (({corpus}) - {n} + 0.5) / ({n} + 0.5))")
 }
 
 /// CTEs ranking the texts of a CTE `hits` (columns `keys`, comma-separated, and `tsv`) by the
@@ -168,8 +175,9 @@ pub fn matches_cte(keys: &str) -> String {
     )
 }
 
-/// The CTEs weighing the terms ([`term_weights`], from a CTE `df`) and `scored` (`keys`,
-/// `score`): each text of `matches` scored by the sum of its terms' weights.
+/// The CTEs weighing the terms ([`term_weights`], from a CTE `df`), `scored` (`keys`, `score`):
+/// each text of `matches` scored by the sum of its terms' weights, and `total` (`weight`): what a
+/// text holding every term of `terms` would score.
 pub fn scored_cte(keys: &str, corpus: &str) -> String {
     let m = prefixed(keys, "m");
     format!(
@@ -180,11 +188,11 @@ pub fn scored_cte(keys: &str, corpus: &str) -> String {
          ), total AS MATERIALIZED (
              -- What a text holding every query term would score: a term no text holds weighs
              -- as the rarest can.
-             SELECT coalesce(sum(coalesce(w.weight, ln(1 + (({corpus}) + 0.5) / 0.5))), 0)::real
-                        AS weight
+             SELECT coalesce(sum(coalesce(w.weight, {unheld})), 0)::real AS weight
              FROM terms t LEFT JOIN weights w USING (term)
          )",
         weights = term_weights(corpus),
+        unheld = idf(corpus, "0"),
     )
 }
 

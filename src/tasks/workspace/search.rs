@@ -8,6 +8,7 @@
 //! [`fuse`](crate::search::fuse) ranks them; a hybrid or semantic search pages through that list.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use sqlx::FromRow;
@@ -85,7 +86,7 @@ fn keyword_ctes() -> String {
 /// probe per item. Joined to the tables, a plan made (generic, or cached on a pooled connection)
 /// while a caller with a short history searched may read all of the caller's rows of a table
 /// once instead: measured 50,000 steps read for 10 hits (13 ms, 0.5 ms as probes).
-fn docs() -> String {
+static DOCS: LazyLock<String> = LazyLock::new(|| {
     // One row of a history table by its task and sequence number, with the columns `cols`.
     let by_seq = |table: &str, alias: &str, cols: &str| {
         format!(
@@ -158,9 +159,9 @@ fn docs() -> String {
             "s.task_id, s.seq, s.label, s.content, s.ts"
         ),
     )
-}
+});
 
-/// The end of a statement over documents in `from` (as [`docs`] makes them): the hit's fields
+/// The end of a statement over documents in `from` (as [`DOCS`] makes them): the hit's fields
 /// with a snippet, matches in `«»`, in the order `order`.
 fn show(from: &str, order: &str) -> String {
     format!(
@@ -335,7 +336,7 @@ pub async fn search(
          ), {docs}
          {}",
         show("docs", "d.ord"),
-        docs = docs()
+        docs = DOCS.as_str()
     ))
     .bind(&text.any)
     .bind(&text.none)
@@ -421,7 +422,7 @@ async fn by_words(
          {}",
         keyword_ctes(),
         show("page", order),
-        docs = docs(),
+        docs = DOCS.as_str(),
     );
     // Runtime-checked: built from the shared ranking SQL (see `keyword_ctes`).
     let rows: Vec<HitRow> = sqlx::query_as(&sql)
