@@ -446,13 +446,18 @@ pub fn filters(
 /// users it serves, and PostgreSQL estimates `user_id = current_setting('mnemo.user')` with the
 /// value it has when it plans. A plan made for a user with a few messages read all of them and
 /// filtered; kept and run for a user with a million, it read a million rows per search (14 s).
-async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, Stream<i64>>> {
+async fn neighbours(
+    conn: &mut Scoped,
+    seqs: &[i64],
+    asks_when: bool,
+) -> ApiResult<HashMap<i64, Stream<i64>>> {
     if seqs.is_empty() {
         return Ok(HashMap::new());
     }
     let rows = sqlx::query!(
         r#"SELECT m.seq, p.seq AS "previous?", coalesce(mnemo_only_asks(p.text), false) AS "previous_asks!",
-                n.seq AS "next?", coalesce(mnemo_only_asks(m.text), false) AS "asks!"
+                n.seq AS "next?", coalesce(mnemo_only_asks(m.text), false) AS "asks!",
+                $2::bool AND mnemo_tells_time(m.text) AS "tells_time!"
          FROM (SELECT DISTINCT unnest($1::int8[])) AS k(seq)
          CROSS JOIN LATERAL (
              SELECT * FROM conversation_messages m
@@ -474,7 +479,8 @@ async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, S
                AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
              ORDER BY n.sent_at, n.seq LIMIT 1
          ) n ON true"#,
-        seqs
+        seqs,
+        asks_when
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -486,6 +492,7 @@ async fn neighbours(conn: &mut Scoped, seqs: &[i64]) -> ApiResult<HashMap<i64, S
                 previous_asks: r.previous_asks,
                 next: r.next,
                 asks: r.asks,
+                tells_time: r.tells_time,
             };
             (r.seq, stream)
         })
@@ -543,10 +550,11 @@ pub async fn search_messages(
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
         keyword.iter().find_map(|k| k.query_weight),
     );
-    let lifted = liftable(&ranked, limit as usize, LIFTS);
+    let lifts = LIFTS.for_query(&text);
+    let lifted = liftable(&ranked, limit as usize, lifts);
     let seqs: Vec<i64> = ranked[..lifted].iter().map(|r| r.id).collect();
-    let neighbours = neighbours(conn, &seqs).await?;
-    lift_by_neighbours(&mut ranked, &neighbours, LIFTS);
+    let neighbours = neighbours(conn, &seqs, text.asks_when).await?;
+    lift_by_neighbours(&mut ranked, &neighbours, lifts);
     let has_more = ranked.len() > limit as usize;
     ranked.truncate(limit as usize);
 

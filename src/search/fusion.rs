@@ -142,6 +142,10 @@ pub const ASKING_DISCOUNT: f32 = 0.2;
 /// [`lift_by_neighbours`]).
 pub const ANSWER_WEIGHT: f32 = 0.3;
 
+/// Share of its score a hit gains when the search asks when and the hit says when (see
+/// [`lift_by_neighbours`]).
+pub const TIME_WEIGHT: f32 = 0.15;
+
 /// The weights [`lift_by_neighbours`] applies.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Lifts {
@@ -151,6 +155,19 @@ pub struct Lifts {
     pub answer: f32,
     /// Share of its score a hit that only asks loses.
     pub asking: f32,
+    /// Share of its score a hit gains when it tells a time the search asks for.
+    pub time: f32,
+}
+
+impl Lifts {
+    /// These weights for a search of `text`: no time lift unless it asks when, so a search that
+    /// does not looks up no more neighbours for it (see [`liftable`]).
+    pub fn for_query(self, text: &crate::search::TextQuery) -> Lifts {
+        Lifts {
+            time: if text.asks_when { self.time } else { 0.0 },
+            ..self
+        }
+    }
 }
 
 /// The weights of every search.
@@ -158,17 +175,22 @@ pub const LIFTS: Lifts = Lifts {
     neighbour: NEIGHBOUR_WEIGHT,
     answer: ANSWER_WEIGHT,
     asking: ASKING_DISCOUNT,
+    time: TIME_WEIGHT,
 };
 
 /// A hit's place in its stream (an agent's thread of memories, a session's messages): the
 /// objects written just before and after it, and whether it and the one before it only ask
-/// (every sentence a question).
+/// (every sentence a question), and whether it says when, for a search that asks when.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stream<T> {
     pub previous: Option<T>,
     pub previous_asks: bool,
     pub next: Option<T>,
     pub asks: bool,
+    /// The search asks when (see [`crate::search::query::asks_when`]) and the hit says when
+    /// (`mnemo_tells_time`: a relative or named time, a year, a weekday, past any date stamp
+    /// opening the text); false for every other search.
+    pub tells_time: bool,
 }
 
 /// Lifts each hit by its neighbours among the hits of the same search, then ranks again.
@@ -185,6 +207,10 @@ pub struct Stream<T> {
 ///   the text after it ("My neighbour Mrs. Okafor.") holds the answer. On the project's
 ///   retrieval evaluation, turns that only ask were 23% of the turns, 1% of those answering a
 ///   question, and took a fifth of the places in the hybrid top ten.
+/// - A hit that says when ("yesterday", "last Sunday", "the 15th of October") gains `time` of its
+///   score when the search asks when ("When did Nadia run the race?", "What year ..."): such a
+///   question is answered by a text that places something in time, and its words and meaning
+///   match the turns about the event whether or not they say when it was.
 ///
 /// Only neighbours that are hits count, so a lift never reaches past what the search itself
 /// found, and every filter holds.
@@ -213,6 +239,9 @@ pub fn lift_by_neighbours<T: Clone + Eq + std::hash::Hash>(
         if stream.asks {
             hit.score -= lifts.asking * base;
         }
+        if stream.tells_time {
+            hit.score += lifts.time * base;
+        }
         if let Some(best) = best.filter(|b| *b > 0.0) {
             hit.score += lifts.neighbour * best;
         }
@@ -227,8 +256,8 @@ pub fn lift_by_neighbours<T: Clone + Eq + std::hash::Hash>(
 
 /// How many of `ranked` (best first, not yet lifted) may be among its best `limit` once lifted
 /// by [`lift_by_neighbours`] with `lifts`: only those need their streams looked up. A lift adds
-/// at most (`neighbour` + `answer`) × the best score, and the `limit`-th may lose `asking` of
-/// its own, so a candidate that scores below that lowered bar by more than the lift stays out
+/// at most (`neighbour` + `answer` + `time`) × the best score, and the `limit`-th may lose
+/// `asking` of its own, so a candidate that scores below that lowered bar by more than the lift stays out
 /// whatever its neighbours. Candidates past the count keep their scores; the best `limit` and
 /// their order come out the same.
 pub fn liftable<T>(ranked: &[Fused<T>], limit: usize, lifts: Lifts) -> usize {
@@ -236,7 +265,8 @@ pub fn liftable<T>(ranked: &[Fused<T>], limit: usize, lifts: Lifts) -> usize {
         return ranked.len();
     }
     let bar = ranked[limit - 1].score * (1.0 - lifts.asking.clamp(0.0, 1.0));
-    let reach = (lifts.neighbour.max(0.0) + lifts.answer.max(0.0)) * ranked[0].score.max(0.0);
+    let reach = (lifts.neighbour.max(0.0) + lifts.answer.max(0.0) + lifts.time.max(0.0))
+        * ranked[0].score.max(0.0);
     ranked.iter().take_while(|r| r.score + reach >= bar).count()
 }
 
@@ -420,14 +450,24 @@ mod tests {
             previous_asks: false,
             next,
             asks: false,
+            tells_time: false,
         }
     }
 
     #[test]
     fn looking_up_the_streams_of_the_liftable_ones_ranks_the_best_the_same() {
         // Scores spread evenly below 1.0, neighbours in a chain (each id's are id ± 1), every
-        // third one asking.
-        for (n, limit) in [(40, 5), (40, 10), (7, 10), (200, 3)] {
+        // third one asking, every fourth saying when; a search asking when and one not.
+        let not_when = Lifts { time: 0.0, ..LIFTS };
+        for (n, limit, lifts) in [
+            (40, 5, not_when),
+            (40, 10, not_when),
+            (7, 10, not_when),
+            (200, 3, not_when),
+            (40, 5, LIFTS),
+            (40, 10, LIFTS),
+            (200, 3, LIFTS),
+        ] {
             let candidates: Vec<Candidate<u32>> = (0..n)
                 .map(|i| {
                     let keyword = 1.0 - (i * 37 % n) as f32 / n as f32;
@@ -445,22 +485,25 @@ mod tests {
                 previous_asks: id > 0 && (id - 1).is_multiple_of(3),
                 next: Some(id + 1),
                 asks: id.is_multiple_of(3),
+                tells_time: id.is_multiple_of(4),
             };
             let all: std::collections::HashMap<u32, Stream<u32>> =
                 ranked.iter().map(|r| (r.id, chain(r.id))).collect();
-            let count = liftable(&ranked, limit, LIFTS);
+            let count = liftable(&ranked, limit, lifts);
             let some: std::collections::HashMap<u32, Stream<u32>> = ranked[..count]
                 .iter()
                 .map(|r| (r.id, chain(r.id)))
                 .collect();
             let (mut full, mut pruned) = (ranked.clone(), ranked.clone());
-            lift_by_neighbours(&mut full, &all, LIFTS);
-            lift_by_neighbours(&mut pruned, &some, LIFTS);
+            lift_by_neighbours(&mut full, &all, lifts);
+            lift_by_neighbours(&mut pruned, &some, lifts);
             let top = |f: &[Fused<u32>]| -> Vec<(u32, f32)> {
                 f.iter().take(limit).map(|x| (x.id, x.score)).collect()
             };
             assert_eq!(top(&full), top(&pruned), "n {n}, limit {limit}");
-            if n > 2 * limit as u32 {
+            // The time lift reaches further: at 40 candidates for 10 it prunes none.
+            let spare = if lifts.time > 0.0 { 4 } else { 2 };
+            if n > spare * limit as u32 {
                 assert!(count < ranked.len(), "n {n}, limit {limit}: nothing pruned");
             }
         }
@@ -511,9 +554,38 @@ mod tests {
             neighbour: 0.0,
             answer: 0.0,
             asking: 0.0,
+            time: 0.0,
         };
         lift_by_neighbours(&mut fused, &neighbours, none);
         assert_eq!(fused, before);
+    }
+
+    #[test]
+    fn a_hit_that_says_when_rises_when_the_search_asks_when() {
+        // "When did Nadia run the race?": "the race is on the 15th" says when; "the race was
+        // brutal" matches better and says nothing of when.
+        let mut fused = fuse(
+            vec![c("brutal", Some(1.0), None), c("date", Some(0.96), None)],
+            KEYWORD_WEIGHT,
+            None,
+        );
+        let streams: std::collections::HashMap<String, Stream<String>> = [
+            ("brutal".to_string(), stream(None, None)),
+            (
+                "date".to_string(),
+                Stream {
+                    tells_time: true,
+                    ..stream(None, None)
+                },
+            ),
+        ]
+        .into_iter()
+        .collect();
+        lift_by_neighbours(&mut fused, &streams, LIFTS);
+        // date: 0.96 × 1.15 = 1.104.
+        assert_eq!(fused[0].id, "date");
+        assert!((fused[0].score - 0.96 * (1.0 + TIME_WEIGHT)).abs() < 1e-6);
+        assert_eq!(fused[1].score, 1.0);
     }
 
     #[test]

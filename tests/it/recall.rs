@@ -478,6 +478,115 @@ async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
     assert_eq!(null, None);
 }
 
+/// Whether a text says when: a relative or named time, a weekday, a year, an ordinal day, past
+/// any date or clock stamp that opens it; "may" and "march" only as months.
+#[sqlx::test]
+async fn tells_time_reads_the_text_past_its_stamp(pool: PgPool) {
+    let cases = [
+        ("2024-03-02 Maya: I went there yesterday", true),
+        ("2024-03-02 Maya: I like it there", false),
+        ("2024-03-02T10:00:00Z bob: nothing new", false),
+        ("1:56 pm on 8 May, 2023 Caroline: sounds fun", false),
+        (
+            "1:56 pm on 8 May, 2023 Caroline: the race is on the 15th",
+            true,
+        ),
+        ("[8 May 2023] Caroline: hi", false),
+        ("Oct 3, 2023 Bob: last Sunday was fun", true),
+        ("we may go, or march on", false),
+        ("in May we went", true),
+        ("back in 2019 I lived there", true),
+        ("two weeks ago", true),
+        ("Mondays are hard", true),
+        ("2024-03-02 Maya: it was 2023", true),
+        ("", false),
+    ];
+    for (text, expected) in cases {
+        let told: bool = sqlx::query_scalar("SELECT mnemo_tells_time($1)")
+            .bind(text)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(told, expected, "{text:?}");
+    }
+}
+
+/// A question asking when lifts the hits that say when by 0.15 of their score, in memories and
+/// in conversations; any other question does not. Both texts hold both words of each query
+/// ("riverside", "race"), so their own scores are equal; the stamp opening one of them says
+/// nothing of when the race is.
+#[sqlx::test]
+async fn a_text_that_says_when_rises_for_a_question_asking_when(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("acme", "alice");
+    put_in_threads(
+        &app,
+        &token,
+        &[
+            (
+                "stamped",
+                "a",
+                "2024-03-02 Nadia: The Riverside race was brutal, all hills.",
+            ),
+            ("dated", "b", "Nadia: The Riverside race is on the 15th."),
+        ],
+    )
+    .await;
+    let ratio = |found: &Value| {
+        let hits = found["hits"].as_array().unwrap();
+        hits[0]["score"].as_f64().unwrap() / hits[1]["score"].as_f64().unwrap()
+    };
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "When is the Riverside race?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found), ["dated", "stamped"], "{found}");
+    assert!((ratio(&found) - 1.15).abs() < 1e-3, "{found}");
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "Which Riverside race?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert!((ratio(&found) - 1.0).abs() < 1e-6, "{found}");
+
+    archive(
+        &app,
+        &token,
+        "one",
+        &[(
+            "stamped",
+            "user",
+            "2024-03-02 The Riverside race was brutal.",
+        )],
+    )
+    .await;
+    archive(
+        &app,
+        &token,
+        "two",
+        &[("dated", "user", "The Riverside race is next Sunday.")],
+    )
+    .await;
+    let found = expect(
+        app.post(CHAT_SEARCH, &token)
+            .json(&json!({"query": "What day is the Riverside race?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(message_ids(&found), ["dated", "stamped"], "{found}");
+    assert!((ratio(&found) - 1.15).abs() < 1e-3, "{found}");
+    let found = expect(
+        app.post(CHAT_SEARCH, &token)
+            .json(&json!({"query": "Who ran the Riverside race?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert!((ratio(&found) - 1.0).abs() < 1e-6, "{found}");
+}
+
 /// A text that only asks yields to the text after it: the question's own score drops by a fifth
 /// and the answer gains 0.3 of it, in every mode. Here every text holds both words of the
 /// query, so each scores `s` by its words: the question ends at 0.8 s + 0.2 × 1.2 s (its

@@ -65,9 +65,16 @@ struct Shown {
 }
 
 /// The memory written just before and just after each of `ids` in the same agent and thread
-/// (by creation time), and which of them only ask (a memory of one chunk whose text is only
-/// questions), for [`lift_by_neighbours`]. Two index probes per memory.
-async fn neighbours(conn: &mut Scoped, ids: &[Uuid]) -> ApiResult<HashMap<Uuid, Stream<Uuid>>> {
+/// (by creation time), which of them only ask (a memory of one chunk whose text is only
+/// questions), and, when the search `asks_when`, whether each says when (its chunk at
+/// `starts`, the one the hit shows; its summary when that is the hit), for
+/// [`lift_by_neighbours`]. Two index probes per memory.
+async fn neighbours(
+    conn: &mut Scoped,
+    ids: &[Uuid],
+    starts: &[Option<i64>],
+    asks_when: bool,
+) -> ApiResult<HashMap<Uuid, Stream<Uuid>>> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
@@ -79,8 +86,14 @@ async fn neighbours(conn: &mut Scoped, ids: &[Uuid]) -> ApiResult<HashMap<Uuid, 
                 n.id AS "next?",
                 coalesce((SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
                           WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
-                            AND c.memory_id = m.id AND m.chunk_count = 1), false) AS "asks!"
-         FROM (SELECT DISTINCT unnest($1::uuid[])) AS k(id)
+                            AND c.memory_id = m.id AND m.chunk_count = 1), false) AS "asks!",
+                $3::bool AND coalesce(
+                    (SELECT mnemo_tells_time(c.content) FROM agent_memory_chunks c
+                     WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
+                       AND c.memory_id = m.id AND c.byte_start = k.byte_start),
+                    mnemo_tells_time(m.summary), false) AS "tells_time!"
+         FROM (SELECT DISTINCT ON (id) id, byte_start
+               FROM unnest($1::uuid[], $2::int8[]) AS u(id, byte_start)) AS k
          -- One index probe per memory, in every plan (see the conversation search's
          -- `neighbours`).
          CROSS JOIN LATERAL (
@@ -109,7 +122,9 @@ async fn neighbours(conn: &mut Scoped, ids: &[Uuid]) -> ApiResult<HashMap<Uuid, 
                AND (n.created_at, n.id) > (m.created_at, m.id)
              ORDER BY n.created_at, n.id LIMIT 1
          ) n ON true"#,
-        ids
+        ids,
+        starts as &[Option<i64>],
+        asks_when
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -121,10 +136,21 @@ async fn neighbours(conn: &mut Scoped, ids: &[Uuid]) -> ApiResult<HashMap<Uuid, 
                 previous_asks: row.previous_asks,
                 next: row.next,
                 asks: row.asks,
+                tells_time: row.tells_time,
             };
             (row.id, stream)
         })
         .collect())
+}
+
+/// Where the chunk a hit of memory `id` shows starts: the keyword side's best chunk when the
+/// words matched, else the closest; None for a summary.
+fn shown_start(keyword: &[Scored], near: &[Scored], id: Uuid) -> Option<i64> {
+    keyword
+        .iter()
+        .find(|k| k.memory_id == id)
+        .or_else(|| near.iter().find(|n| n.memory_id == id))
+        .and_then(|s| s.byte_start)
 }
 
 /// Agent tool `search_memory`: ranked search over the caller's memories, each memory at most
@@ -204,10 +230,15 @@ pub async fn search_memory(
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
         keyword.iter().find_map(|k| k.query_weight),
     );
-    let lifted = liftable(&ranked, limit as usize, LIFTS);
+    let lifts = LIFTS.for_query(&text);
+    let lifted = liftable(&ranked, limit as usize, lifts);
     let ids: Vec<Uuid> = ranked[..lifted].iter().map(|r| r.id).collect();
-    let neighbours = neighbours(conn, &ids).await?;
-    lift_by_neighbours(&mut ranked, &neighbours, LIFTS);
+    let starts: Vec<Option<i64>> = ids
+        .iter()
+        .map(|id| shown_start(&keyword, &near, *id))
+        .collect();
+    let neighbours = neighbours(conn, &ids, &starts, text.asks_when).await?;
+    lift_by_neighbours(&mut ranked, &neighbours, lifts);
     let has_more = ranked.len() > limit as usize;
     ranked.truncate(limit as usize);
 
@@ -216,11 +247,9 @@ pub async fn search_memory(
     let mut starts = Vec::with_capacity(ranked.len());
     let mut highlight = Vec::with_capacity(ranked.len());
     for hit in &ranked {
-        let from_keyword = keyword.iter().find(|k| k.memory_id == hit.id);
-        let from_vector = near.iter().find(|n| n.memory_id == hit.id);
         ids.push(hit.id);
-        starts.push(from_keyword.or(from_vector).and_then(|s| s.byte_start));
-        highlight.push(from_keyword.is_some());
+        starts.push(shown_start(&keyword, &near, hit.id));
+        highlight.push(keyword.iter().any(|k| k.memory_id == hit.id));
     }
     let options = format!(
         "StartSel=\"{START_SEL}\", StopSel=\"{STOP_SEL}\", MaxWords=35, MinWords=12, \
