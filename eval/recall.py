@@ -462,7 +462,16 @@ def main(argv=None):
                     help="long-history mode: each conversation's user then stores N more turns "
                     "(the other conversations', renamed, cycled), so that the answers are old "
                     "and the history exceeds what a keyword search ranks exactly")
+    ap.add_argument("--run-id", metavar="ID",
+                    help="name the users eval-<ID>-<conversation> instead of a fresh run id, so "
+                    "that a later run can search what this one stored (see --skip-ingest)")
+    ap.add_argument("--skip-ingest", action="store_true",
+                    help="store nothing: search the turns an earlier run with the same --run-id, "
+                    "dataset and options stored (to measure another build's ranking on the same "
+                    "database without waiting for the embedder again)")
     args = ap.parse_args(argv)
+    if args.skip_ingest and not args.run_id:
+        ap.error("--skip-ingest needs the --run-id of the run that stored the turns")
     if args.history < 0:
         ap.error("--history must be 0 or more")
 
@@ -505,7 +514,7 @@ def main(argv=None):
             log("eval: set MNEMO_JWT_SECRET (tokens are minted per conversation) or pass --token")
             return 1
         client = Client(args.url)
-        run_id = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
+        run_id = args.run_id or time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
         tokens_by_conv = {}
         users = {}
         try:
@@ -515,11 +524,14 @@ def main(argv=None):
                 users[conv["id"]] = user
                 token = args.token or mint_token(secret, user, args.tenant)
                 tokens_by_conv[conv["id"]] = token
+                if args.skip_ingest:
+                    continue
                 c0 = time.perf_counter()
                 docs = ingest(client, docs_by_conv[conv["id"]], token)
                 log(f"ingested {conv['id']}: {len(docs)} turns in {time.perf_counter() - c0:.1f} s")
-            timing["ingest_s"] = time.perf_counter() - t0
-            timing["ingest_turns"] = n_turns
+            if not args.skip_ingest:
+                timing["ingest_s"] = time.perf_counter() - t0
+                timing["ingest_turns"] = n_turns
 
             for mode in modes:
                 if mode in SEMANTIC_MODES and "embedding_wait" not in timing:
