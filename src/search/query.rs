@@ -77,8 +77,8 @@ impl TextQuery {
 }
 
 /// Whether `query` asks for a time: it opens with "when", or asks "what date", "which year",
-/// "how long ago" and the like (English, any case). Such a question is answered by a text that
-/// says when (see [`crate::search::fusion::TIME_WEIGHT`]).
+/// "how long" (ago, or for how long) and the like (English, any case). Such a question is
+/// answered by a text that says when or how long (see [`crate::search::fusion::TIME_WEIGHT`]).
 pub fn asks_when(query: &str) -> bool {
     // The words, less those excluded (`-when`).
     let words: Vec<String> = query
@@ -100,9 +100,7 @@ pub fn asks_when(query: &str) -> bool {
                 "date" | "day" | "time" | "year" | "month" | "week"
             ) | ("since", "when")
         )
-    }) || words
-        .windows(3)
-        .any(|w| w[0] == "how" && w[1] == "long" && w[2] == "ago")
+    }) || words.windows(2).any(|w| w[0] == "how" && w[1] == "long")
 }
 
 /// SQL of the keyword side shared by every search: a CTE `q` holding the tsquery `q` (`any`
@@ -553,6 +551,7 @@ mod tests {
             "What date is the party?",
             "Since when has Tom played bass?",
             "How long ago did Oscar buy the bass?",
+            "How long did the renovation take?",
             "On what day of the week is the class?",
         ] {
             assert!(TextQuery::parse("query", asks).unwrap().asks_when, "{asks}");
@@ -560,7 +559,7 @@ mod tests {
         for other in [
             "What did Oscar build for Rosa?",
             "Whenever I run, which shoes?",
-            "how long is the race",
+            "how is the long race",
             "Who came when Tom called?",
             "what dates",
             "-when deploy",

@@ -478,8 +478,8 @@ async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
     assert_eq!(null, None);
 }
 
-/// Whether a text says when: a relative or named time, a weekday, a year, an ordinal day, past
-/// any date or clock stamp that opens it; "may" and "march" only as months.
+/// Whether a text says when or how long: a relative or named time, a weekday, a year, an ordinal
+/// day, a span, past any date or clock stamp that opens it; "may" and "march" only as months.
 #[sqlx::test]
 async fn tells_time_reads_the_text_past_its_stamp(pool: PgPool) {
     let cases = [
@@ -497,6 +497,8 @@ async fn tells_time_reads_the_text_past_its_stamp(pool: PgPool) {
         ("in May we went", true),
         ("back in 2019 I lived there", true),
         ("two weeks ago", true),
+        ("the flood kept me out for nine days", true),
+        ("I'm useless without eight hours", true),
         ("Mondays are hard", true),
         ("2024-03-02 Maya: it was 2023", true),
         ("", false),
