@@ -16,6 +16,7 @@ use crate::search::query::{
     matches_cte, scored_cte,
 };
 use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
+use crate::search::when::tells_time;
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
 };
@@ -439,7 +440,8 @@ pub fn filters(
 }
 
 /// The message just before and just after each of `seqs` in its session (user and assistant
-/// messages, by time), and which of them only ask, for [`lift_by_neighbours`].
+/// messages, by time), which of them only ask, and, when the search `asks_when`, whether each
+/// says when (its text is read for [`tells_time`] only then), for [`lift_by_neighbours`].
 ///
 /// Each message is looked up by its own index probe (a lateral subquery per key), never by
 /// joining the caller's messages to the keys: a connection keeps a statement's plan across the
@@ -457,7 +459,7 @@ async fn neighbours(
     let rows = sqlx::query!(
         r#"SELECT m.seq, p.seq AS "previous?", coalesce(mnemo_only_asks(p.text), false) AS "previous_asks!",
                 n.seq AS "next?", coalesce(mnemo_only_asks(m.text), false) AS "asks!",
-                $2::bool AND mnemo_tells_time(m.text) AS "tells_time!"
+                CASE WHEN $2 THEN m.text END AS "text?"
          FROM (SELECT DISTINCT unnest($1::int8[])) AS k(seq)
          CROSS JOIN LATERAL (
              SELECT * FROM conversation_messages m
@@ -492,7 +494,7 @@ async fn neighbours(
                 previous_asks: r.previous_asks,
                 next: r.next,
                 asks: r.asks,
-                tells_time: r.tells_time,
+                tells_time: r.text.as_deref().is_some_and(tells_time),
             };
             (r.seq, stream)
         })

@@ -187,9 +187,8 @@ pub struct Stream<T> {
     pub previous_asks: bool,
     pub next: Option<T>,
     pub asks: bool,
-    /// The search asks when (see [`crate::search::query::asks_when`]) and the hit says when
-    /// (`mnemo_tells_time`: a relative or named time, a year, a weekday, past any date stamp
-    /// opening the text); false for every other search.
+    /// The search asks when and the hit says when (see [`crate::search::when`]); false for
+    /// every other search.
     pub tells_time: bool,
 }
 

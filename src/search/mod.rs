@@ -7,6 +7,7 @@ pub mod indexer;
 pub mod query;
 pub mod similarity;
 pub mod sizes;
+pub mod when;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

@@ -25,7 +25,8 @@ pub struct TextQuery {
     pub any: String,
     /// Web-search text of the excluded words (`-a -b`), empty when there are none.
     pub none: String,
-    /// Whether the query asks when something happened (see [`asks_when`]).
+    /// Whether the query asks when something happened (see
+    /// [`crate::search::when::asks_when`]).
     pub asks_when: bool,
 }
 
@@ -65,7 +66,7 @@ impl TextQuery {
         Ok(TextQuery {
             any: any.join(" or "),
             none: none.join(" "),
-            asks_when: asks_when(trimmed),
+            asks_when: crate::search::when::asks_when(trimmed),
         })
     }
 
@@ -74,33 +75,6 @@ impl TextQuery {
     pub fn is_plain(&self) -> bool {
         self.none.is_empty() && !self.any.contains('"')
     }
-}
-
-/// Whether `query` asks for a time: it opens with "when", or asks "what date", "which year",
-/// "how long" (ago, or for how long) and the like (English, any case). Such a question is
-/// answered by a text that says when or how long (see [`crate::search::fusion::TIME_WEIGHT`]).
-pub fn asks_when(query: &str) -> bool {
-    // The words, less those excluded (`-when`).
-    let words: Vec<String> = query
-        .split_whitespace()
-        .filter(|token| !token.starts_with('-'))
-        .flat_map(|token| token.split(|c: char| !c.is_alphanumeric()))
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    if words.first().is_some_and(|w| w == "when") {
-        return true;
-    }
-    words.windows(2).any(|pair| {
-        let [first, second] = [pair[0].as_str(), pair[1].as_str()];
-        matches!(
-            (first, second),
-            (
-                "what" | "which",
-                "date" | "day" | "time" | "year" | "month" | "week"
-            ) | ("since", "when")
-        )
-    }) || words.windows(2).any(|w| w[0] == "how" && w[1] == "long")
 }
 
 /// SQL of the keyword side shared by every search: a CTE `q` holding the tsquery `q` (`any`
@@ -538,36 +512,6 @@ mod tests {
                 sample,
                 capped,
             },
-        }
-    }
-
-    #[test]
-    fn questions_asking_for_a_time_are_told_from_the_others() {
-        for asks in [
-            "When did Nadia run the Riverside Half Marathon?",
-            "when was the niece born",
-            "WHEN?",
-            "In which year did Maya move?",
-            "What date is the party?",
-            "Since when has Tom played bass?",
-            "How long ago did Oscar buy the bass?",
-            "How long did the renovation take?",
-            "On what day of the week is the class?",
-        ] {
-            assert!(TextQuery::parse("query", asks).unwrap().asks_when, "{asks}");
-        }
-        for other in [
-            "What did Oscar build for Rosa?",
-            "Whenever I run, which shoes?",
-            "how is the long race",
-            "Who came when Tom called?",
-            "what dates",
-            "-when deploy",
-        ] {
-            assert!(
-                !TextQuery::parse("query", other).unwrap().asks_when,
-                "{other}"
-            );
         }
     }
 

@@ -15,6 +15,7 @@ use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::{LIFTS, Stream};
 use crate::search::fusion::{candidates, set_crowding};
+use crate::search::when::tells_time;
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
 };
@@ -67,8 +68,8 @@ struct Shown {
 /// The memory written just before and just after each of `ids` in the same agent and thread
 /// (by creation time), which of them only ask (a memory of one chunk whose text is only
 /// questions), and, when the search `asks_when`, whether each says when (its chunk at
-/// `starts`, the one the hit shows; its summary when that is the hit), for
-/// [`lift_by_neighbours`]. Two index probes per memory.
+/// `starts`, the one the hit shows, or its summary when that is the hit, is read for
+/// [`tells_time`] only then), for [`lift_by_neighbours`]. Two index probes per memory.
 async fn neighbours(
     conn: &mut Scoped,
     ids: &[Uuid],
@@ -87,11 +88,11 @@ async fn neighbours(
                 coalesce((SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
                           WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
                             AND c.memory_id = m.id AND m.chunk_count = 1), false) AS "asks!",
-                $3::bool AND coalesce(
-                    (SELECT mnemo_tells_time(c.content) FROM agent_memory_chunks c
+                CASE WHEN $3 THEN coalesce(
+                    (SELECT c.content FROM agent_memory_chunks c
                      WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
                        AND c.memory_id = m.id AND c.byte_start = k.byte_start),
-                    mnemo_tells_time(m.summary), false) AS "tells_time!"
+                    m.summary) END AS "text?"
          FROM (SELECT DISTINCT ON (id) id, byte_start
                FROM unnest($1::uuid[], $2::int8[]) AS u(id, byte_start)) AS k
          -- One index probe per memory, in every plan (see the conversation search's
@@ -136,7 +137,7 @@ async fn neighbours(
                 previous_asks: row.previous_asks,
                 next: row.next,
                 asks: row.asks,
-                tells_time: row.tells_time,
+                tells_time: row.text.as_deref().is_some_and(tells_time),
             };
             (row.id, stream)
         })
