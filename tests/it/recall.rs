@@ -499,59 +499,39 @@ async fn a_text_that_says_when_rises_for_a_question_asking_when(pool: PgPool) {
         ],
     )
     .await;
-    let ratio = |found: &Value| {
-        let hits = found["hits"].as_array().unwrap();
-        hits[0]["score"].as_f64().unwrap() / hits[1]["score"].as_f64().unwrap()
+    // Ranked by words: the hits, and the first hit's score over the second's.
+    let ranked = |route: &'static str, query: &'static str| {
+        let request = app
+            .post(route, &token)
+            .json(&json!({"query": query, "mode": "keyword"}));
+        async move {
+            let found = expect(request, 200).await;
+            let hits = found["hits"].as_array().unwrap();
+            let ratio = hits[0]["score"].as_f64().unwrap() / hits[1]["score"].as_f64().unwrap();
+            (found, ratio)
+        }
     };
-    let found = expect(
-        app.post(SEARCH, &token)
-            .json(&json!({"query": "When is the Riverside race?", "mode": "keyword"})),
-        200,
-    )
-    .await;
+    let (found, ratio) = ranked(SEARCH, "When is the Riverside race?").await;
     assert_eq!(keys(&found), ["dated", "stamped"], "{found}");
-    assert!((ratio(&found) - 1.15).abs() < 1e-3, "{found}");
-    let found = expect(
-        app.post(SEARCH, &token)
-            .json(&json!({"query": "Which Riverside race?", "mode": "keyword"})),
-        200,
-    )
-    .await;
-    assert!((ratio(&found) - 1.0).abs() < 1e-6, "{found}");
+    assert!((ratio - 1.15).abs() < 1e-3, "{found}");
+    let (found, ratio) = ranked(SEARCH, "Which Riverside race?").await;
+    assert!((ratio - 1.0).abs() < 1e-6, "{found}");
 
-    archive(
-        &app,
-        &token,
-        "one",
-        &[(
+    for (id, session, text) in [
+        (
             "stamped",
-            "user",
+            "one",
             "2024-03-02 The Riverside race was brutal.",
-        )],
-    )
-    .await;
-    archive(
-        &app,
-        &token,
-        "two",
-        &[("dated", "user", "The Riverside race is next Sunday.")],
-    )
-    .await;
-    let found = expect(
-        app.post(CHAT_SEARCH, &token)
-            .json(&json!({"query": "What day is the Riverside race?", "mode": "keyword"})),
-        200,
-    )
-    .await;
+        ),
+        ("dated", "two", "The Riverside race is next Sunday."),
+    ] {
+        archive(&app, &token, session, &[(id, "user", text)]).await;
+    }
+    let (found, ratio) = ranked(CHAT_SEARCH, "What day is the Riverside race?").await;
     assert_eq!(message_ids(&found), ["dated", "stamped"], "{found}");
-    assert!((ratio(&found) - 1.15).abs() < 1e-3, "{found}");
-    let found = expect(
-        app.post(CHAT_SEARCH, &token)
-            .json(&json!({"query": "Who ran the Riverside race?", "mode": "keyword"})),
-        200,
-    )
-    .await;
-    assert!((ratio(&found) - 1.0).abs() < 1e-6, "{found}");
+    assert!((ratio - 1.15).abs() < 1e-3, "{found}");
+    let (found, ratio) = ranked(CHAT_SEARCH, "Who ran the Riverside race?").await;
+    assert!((ratio - 1.0).abs() < 1e-6, "{found}");
 }
 
 /// A text that only asks yields to the text after it: the question's own score drops by a fifth
