@@ -525,6 +525,10 @@ def main(argv=None):
                 token = args.token or mint_token(secret, user, args.tenant)
                 tokens_by_conv[conv["id"]] = token
                 if args.skip_ingest:
+                    status, body = client.request("GET", "/api/memories?limit=1", None, token)
+                    if status != 200 or not isinstance(body, dict) or not body.get("items"):
+                        raise Fatal(f"--skip-ingest: nothing stored for {user} (is --run-id "
+                                    f"{run_id} the run that stored it, on this database?)")
                     continue
                 c0 = time.perf_counter()
                 docs = ingest(client, docs_by_conv[conv["id"]], token)
