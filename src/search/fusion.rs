@@ -256,8 +256,8 @@ pub fn lift_by_neighbours<T: Clone + Eq + std::hash::Hash>(
 /// How many of `ranked` (best first, not yet lifted) may be among its best `limit` once lifted
 /// by [`lift_by_neighbours`] with `lifts`: only those need their streams looked up. A lift adds
 /// at most (`neighbour` + `answer` + `time`) × the best score, and the `limit`-th may lose
-/// `asking` of its own, so a candidate that scores below that lowered bar by more than the lift stays out
-/// whatever its neighbours. Candidates past the count keep their scores; the best `limit` and
+/// `asking` of its own, so a candidate that scores below that lowered bar by more than the lift
+/// stays out whatever its neighbours. Candidates past the count keep their scores; the best `limit` and
 /// their order come out the same.
 pub fn liftable<T>(ranked: &[Fused<T>], limit: usize, lifts: Lifts) -> usize {
     if limit == 0 || ranked.len() <= limit {

@@ -144,16 +144,6 @@ async fn neighbours(
         .collect())
 }
 
-/// Where the chunk a hit of memory `id` shows starts: the keyword side's best chunk when the
-/// words matched, else the closest; None for a summary.
-fn shown_start(keyword: &[Scored], near: &[Scored], id: Uuid) -> Option<i64> {
-    keyword
-        .iter()
-        .find(|k| k.memory_id == id)
-        .or_else(|| near.iter().find(|n| n.memory_id == id))
-        .and_then(|s| s.byte_start)
-}
-
 /// Agent tool `search_memory`: ranked search over the caller's memories, each memory at most
 /// once, at its best chunk. `keyword` ORs the query's words (see [`TextQuery`]) and ranks
 /// summaries and content chunks by the weights of the terms they hold (see
@@ -231,25 +221,30 @@ pub async fn search_memory(
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
         keyword.iter().find_map(|k| k.query_weight),
     );
+    // Where the chunk each candidate shows starts: the keyword side's best when the words
+    // matched, else the closest; None for a summary.
+    let mut shown_starts: HashMap<Uuid, Option<i64>> = HashMap::with_capacity(ranked.len());
+    for side in keyword.iter().chain(&near) {
+        shown_starts
+            .entry(side.memory_id)
+            .or_insert(side.byte_start);
+    }
+    let shown_start = |id: &Uuid| shown_starts.get(id).copied().flatten();
     let lifts = LIFTS.for_query(&text);
     let lifted = liftable(&ranked, limit as usize, lifts);
     let ids: Vec<Uuid> = ranked[..lifted].iter().map(|r| r.id).collect();
-    let starts: Vec<Option<i64>> = ids
-        .iter()
-        .map(|id| shown_start(&keyword, &near, *id))
-        .collect();
+    let starts: Vec<Option<i64>> = ids.iter().map(shown_start).collect();
     let neighbours = neighbours(conn, &ids, &starts, text.asks_when).await?;
     lift_by_neighbours(&mut ranked, &neighbours, lifts);
     let has_more = ranked.len() > limit as usize;
     ranked.truncate(limit as usize);
 
-    // The chunk a hit shows: the keyword side's best when the words matched, else the closest.
     let mut ids = Vec::with_capacity(ranked.len());
     let mut starts = Vec::with_capacity(ranked.len());
     let mut highlight = Vec::with_capacity(ranked.len());
     for hit in &ranked {
         ids.push(hit.id);
-        starts.push(shown_start(&keyword, &near, hit.id));
+        starts.push(shown_start(&hit.id));
         highlight.push(keyword.iter().any(|k| k.memory_id == hit.id));
     }
     let options = format!(
