@@ -41,6 +41,12 @@ impl Caller {
         self.db.scoped(&self.principal).await
     }
 
+    /// The share of the caller's newest texts of `kind` holding the name `word`, as a search of
+    /// the last minute found it (see [`crate::search::names`]).
+    pub fn name_share(&self, kind: &str, word: &str) -> Option<f64> {
+        self.db.name_share(&self.principal, kind, word)
+    }
+
     /// Opens the caller's read-only transaction on one snapshot (see [`Db::snapshot`]).
     pub async fn snapshot(&self) -> Result<Scoped, sqlx::Error> {
         self.db.snapshot(&self.principal).await

@@ -189,6 +189,13 @@ impl Db {
         self.embeds
     }
 
+    /// The share of `principal`'s newest texts of `kind` holding the name `word`, as a search
+    /// of the last minute found it (see [`Scoped::name_share`]); read without a transaction.
+    pub fn name_share(&self, principal: &Principal, kind: &str, word: &str) -> Option<f64> {
+        let id = sizes::caller(&principal.tenant_id, &principal.user_id);
+        self.stats.name_share(&id, kind, word)
+    }
+
     /// Opens a transaction acting as `principal`: `BEGIN`, then one prepared statement that
     /// switches the role and sets the tenant and user, passed as bind parameters.
     ///
@@ -718,6 +725,21 @@ impl Scoped {
     pub fn keep_term_counts(&self, kind: &str, term: &str, counts: TermCounts) {
         if let Some(caller) = &self.caller {
             caller.stats.keep_term(&caller.id, kind, term, counts);
+        }
+    }
+
+    /// The share of this user's newest texts of `kind` holding the name `word`, as a search of
+    /// the last minute found it (see [`crate::search::names`]).
+    pub fn name_share(&self, kind: &str, word: &str) -> Option<f64> {
+        let caller = self.caller.as_ref()?;
+        caller.stats.name_share(&caller.id, kind, word)
+    }
+
+    /// Keeps `share`, just counted, as that of this user's newest texts of `kind` holding the
+    /// name `word`.
+    pub fn keep_name_share(&self, kind: &str, word: &str, share: f64) {
+        if let Some(caller) = &self.caller {
+            caller.stats.keep_name_share(&caller.id, kind, word, share);
         }
     }
 

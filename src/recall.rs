@@ -20,6 +20,7 @@ use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Json;
 use crate::memories::model::{SearchFilters, SearchRequest};
+use crate::search::Corpus;
 use crate::search::query::{QUERY_CTE, idf_ranking};
 use crate::search::{QueryVector, SearchMode, TextQuery};
 use crate::state::AppState;
@@ -192,7 +193,9 @@ pub async fn recall(
     Json(request): Json<RecallRequest>,
 ) -> ApiResult<axum::Json<RecallResults>> {
     TextQuery::parse("query", &request.query)?;
-    let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
+    let corpora = corpora(request.kinds.as_deref().unwrap_or(&ALL_KINDS));
+    let (mode, vector) =
+        crate::search::prepare(&state, &caller, &corpora, request.mode, &request.query).await?;
     let mut tx = caller.begin().await?;
     let results = recall_in(
         &mut tx,
@@ -205,6 +208,20 @@ pub async fn recall(
     .await?;
     tx.end_read_only();
     Ok(axum::Json(results))
+}
+
+/// The texts of `kinds` whose frequent names the query's embedding leaves out (see
+/// [`crate::search::names`]): memory chunks and conversation messages. Notes are ranked by
+/// words only, and task history keeps the query as written.
+pub fn corpora(kinds: &[Kind]) -> Vec<&'static Corpus> {
+    let mut corpora = Vec::new();
+    if kinds.contains(&Kind::Memory) {
+        corpora.push(&crate::memories::CHUNKS_CORPUS);
+    }
+    if kinds.contains(&Kind::Message) {
+        corpora.push(&crate::conversations::search::MESSAGES_CORPUS);
+    }
+    corpora
 }
 
 /// What a recall leaves out (the chat context leaves out what its window already holds).

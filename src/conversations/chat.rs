@@ -213,7 +213,10 @@ pub async fn prepare(state: &AppState, caller: &Caller, req: ChatRequest) -> Api
         })
         .filter(|_| recall_k > 0);
     let recall_vector = match &question {
-        Some(q) => crate::search::prepare(state, None, q).await?,
+        Some(q) => {
+            let corpora = crate::recall::corpora(&CHAT_RECALL_KINDS);
+            crate::search::prepare(state, caller, &corpora, None, q).await?
+        }
         None => (crate::search::SearchMode::Keyword, None),
     };
     let mut tx = caller.begin().await?;
@@ -285,6 +288,13 @@ pub async fn prepare(state: &AppState, caller: &Caller, req: ChatRequest) -> Api
     })
 }
 
+/// What a turn's recall searches.
+const CHAT_RECALL_KINDS: [crate::recall::Kind; 3] = [
+    crate::recall::Kind::Message,
+    crate::recall::Kind::Memory,
+    crate::recall::Kind::Task,
+];
+
 /// The memories and earlier messages that best answer `question`, leaving out the messages the
 /// window or this turn already holds. Runs before the turn's messages are stored, so they cannot
 /// recall themselves.
@@ -312,11 +322,7 @@ async fn recall_for_turn(
     };
     let request = crate::recall::RecallRequest {
         query: question.to_owned(),
-        kinds: Some(vec![
-            crate::recall::Kind::Message,
-            crate::recall::Kind::Memory,
-            crate::recall::Kind::Task,
-        ]),
+        kinds: Some(CHAT_RECALL_KINDS.to_vec()),
         limit: Some(k),
         mode: Some(mode),
         filters: None,

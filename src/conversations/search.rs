@@ -150,6 +150,20 @@ fn bind_filters<'q>(query: ScoredQuery<'q>, f: &'q Filters) -> ScoredQuery<'q> {
         .bind(f.retention_days)
 }
 
+/// The conversation messages a keyword search ranks (see [`Corpus`]).
+pub(crate) const MESSAGES_CORPUS: Corpus = Corpus {
+    kind: "messages",
+    recent: "SELECT m.tsv FROM conversation_messages m
+             WHERE m.tenant_id = current_setting('mnemo.tenant')
+               AND m.user_id = current_setting('mnemo.user')
+             ORDER BY m.seq DESC",
+    // Through the full-text index (see `mnemo_message_matches`).
+    matching: "SELECT 1 FROM mnemo_message_matches(ARRAY[t.term], $4)",
+    corpus: "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
+             WHERE s.tenant_id = current_setting('mnemo.tenant')
+               AND s.user_id = current_setting('mnemo.user')",
+};
+
 /// Keyword candidates, best first, by [`idf_ranking`]'s score: the idf sum of the query terms a
 /// message holds.
 ///
@@ -173,18 +187,6 @@ async fn keyword_candidates(
     also: Option<&[i64]>,
     follow: f32,
 ) -> ApiResult<Vec<Scored>> {
-    const MESSAGES_CORPUS: Corpus = Corpus {
-        kind: "messages",
-        recent: "SELECT m.tsv FROM conversation_messages m
-                 WHERE m.tenant_id = current_setting('mnemo.tenant')
-                   AND m.user_id = current_setting('mnemo.user')
-                 ORDER BY m.seq DESC",
-        // Through the full-text index (see `mnemo_message_matches`).
-        matching: "SELECT 1 FROM mnemo_message_matches(ARRAY[t.term], $4)",
-        corpus: "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
-                 WHERE s.tenant_id = current_setting('mnemo.tenant')
-                   AND s.user_id = current_setting('mnemo.user')",
-    };
     let bounded = match choose_ranking(conn, &MESSAGES_CORPUS, text).await? {
         // The messages' count here is of those ever archived (deleted ones stay counted): the
         // exact ranking counts the stored ones itself.

@@ -177,7 +177,14 @@ pub async fn search_chat(
     Json(request): Json<search::ChatSearchRequest>,
 ) -> ApiResult<axum::Json<search::ChatSearchResults>> {
     search::filters(&request, None)?;
-    let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
+    let (mode, vector) = crate::search::prepare(
+        &state,
+        &caller,
+        &[&search::MESSAGES_CORPUS],
+        request.mode,
+        &request.query,
+    )
+    .await?;
     let mut tx = caller.begin().await?;
     let results = search::search_messages(
         &mut tx,

@@ -39,6 +39,7 @@ use model::{
 };
 use store::{Limits, NewMemory};
 
+pub(crate) use search::CHUNKS_CORPUS;
 pub use store::PageRequest;
 
 /// Settings of this domain (flattened into [`crate::config::Config`]). `Default` matches the
@@ -403,7 +404,14 @@ pub async fn search_memories(
     caller: Reader,
     Json(request): Json<SearchRequest>,
 ) -> ApiResult<axum::Json<SearchResults>> {
-    let (mode, vector) = crate::search::prepare(&state, request.mode, &request.query).await?;
+    let (mode, vector) = crate::search::prepare(
+        &state,
+        &caller,
+        &[&CHUNKS_CORPUS],
+        request.mode,
+        &request.query,
+    )
+    .await?;
     let mut tx = caller.begin().await?;
     let results = store::search_memory(&mut tx, &request, mode, vector.as_ref()).await?;
     tx.end_read_only();

@@ -4,6 +4,7 @@
 
 pub mod fusion;
 pub mod indexer;
+pub mod names;
 pub mod query;
 pub mod similarity;
 pub mod sizes;
@@ -13,13 +14,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::AppState;
+use crate::access::Caller;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 
 pub use fusion::{
     Candidate, Fused, Lifts, Stream, follow_weight, fuse, lift_by_neighbours, liftable,
 };
-pub use query::TextQuery;
+pub use query::{Corpus, TextQuery};
 
 /// How a search ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -116,11 +118,14 @@ pub async fn begin_search(conn: &mut Scoped, words_only: bool) -> Result<(), sql
     Ok(())
 }
 
-/// The mode of a search and its query's embedding, made before any transaction opens so that no
-/// connection waits on the model. When the embedder fails the vector is `None` and the search
-/// serves keyword results marked degraded.
+/// The mode of a search and its query's embedding, made before the search's transaction opens
+/// so that no connection waits on the model. The names in `query` that the caller's texts of
+/// `corpora` are full of stand as "someone" in the embedded text (see [`names`]). When the
+/// embedder fails the vector is `None` and the search serves keyword results marked degraded.
 pub async fn prepare(
     state: &AppState,
+    caller: &Caller,
+    corpora: &[&Corpus],
     requested: Option<SearchMode>,
     query: &str,
 ) -> ApiResult<(SearchMode, Option<QueryVector>)> {
@@ -128,7 +133,8 @@ pub async fn prepare(
     let Some(embedder) = state.embedder.as_ref().filter(|_| mode.semantic()) else {
         return Ok((mode, None));
     };
-    match embedder.embed_query(query).await {
+    let text = names::embedded_text(caller, corpora, query).await?;
+    match embedder.embed_query(&text).await {
         Ok(vector) => Ok((
             mode,
             Some(QueryVector {

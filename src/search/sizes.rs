@@ -86,6 +86,9 @@ pub struct HistoryStats {
     /// The callers and kinds with term counts kept: for the others a search counts all its
     /// terms at once, without first listing them to see which are kept.
     counted: Kept<()>,
+    /// The share of a caller's newest texts of a kind holding a name (see
+    /// [`crate::search::names`]).
+    names: Kept<f64>,
 }
 
 impl Default for HistoryStats {
@@ -94,6 +97,7 @@ impl Default for HistoryStats {
             sizes: Kept::new(MOST_SIZES),
             terms: Kept::new(MOST_TERMS),
             counted: Kept::new(MOST_SIZES),
+            names: Kept::new(MOST_TERMS),
         }
     }
 }
@@ -122,6 +126,19 @@ impl HistoryStats {
     /// Whether counts of any term in `caller`'s texts of `kind` were kept in the last [`KEPT`].
     pub fn any_term(&self, caller: &str, kind: &str) -> bool {
         self.any_term_at(caller, kind, Instant::now())
+    }
+
+    /// The share of `caller`'s newest texts of `kind` holding the name `word`, kept unless
+    /// older than [`KEPT`].
+    pub fn name_share(&self, caller: &str, kind: &str, word: &str) -> Option<f64> {
+        self.names
+            .get_at(&term_key(caller, kind, word), Instant::now())
+    }
+
+    /// Keeps `share` as that of `caller`'s newest texts of `kind` holding the name `word`.
+    pub fn keep_name_share(&self, caller: &str, kind: &str, word: &str, share: f64) {
+        self.names
+            .put_at(term_key(caller, kind, word), share, Instant::now());
     }
 
     fn any_term_at(&self, caller: &str, kind: &str, now: Instant) -> bool {

@@ -1842,3 +1842,92 @@ async fn task_search_degrades_and_backfills(pool: PgPool) {
     .await;
     assert_eq!(found["hits"][0]["source"], "step_text", "{found}");
 }
+
+/// A name most of the caller's texts hold (a speaker's, opening each turn) stands as "someone" in
+/// the query the model embeds, so the texts holding it are no nearer for it; a rarer name stays
+/// in. Memories and messages alike.
+#[sqlx::test]
+async fn a_name_most_texts_hold_leaves_the_embedded_query(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(256)).await;
+    let token = app.token("acme", "alice");
+    // Each in a thread of its own: one vector each, the plain bag of its words. "Omar" is in five
+    // of the six texts, "Hana" in one.
+    put_in_threads(
+        &app,
+        &token,
+        &[
+            ("coffee", "t0", "Omar: coffee"),
+            ("rain", "t1", "Omar: rain"),
+            ("traffic", "t2", "Omar: traffic"),
+            ("weekend", "t3", "Omar: weekend"),
+            ("hana", "t4", "Omar: Hana"),
+            ("answer", "t5", "propose needle"),
+        ],
+    )
+    .await;
+    drain(&app).await;
+    let similarity = |found: &Value, key: &str| {
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["memory_key"] == key)
+            .map_or(0.0, |h| h["similarity"].as_f64().unwrap())
+    };
+    let search = |query: &str| {
+        app.post(SEARCH, &token)
+            .json(&json!({"query": query, "mode": "semantic"}))
+    };
+    // Embedded as "Where did someone propose?": the answer shares one of four words (a cosine of
+    // 1/(2·√2)), a text of Omar's none.
+    let found = expect(search("Where did Omar propose?"), 200).await;
+    assert_eq!(keys(&found)[0], "answer", "{found}");
+    assert!(
+        (similarity(&found, "answer") - 0.125f64.sqrt()).abs() < 0.01,
+        "{found}"
+    );
+    assert!(similarity(&found, "coffee") < 0.01, "{found}");
+    // Hana is in one text of six: the name stays, and the text holding it (and Omar's name,
+    // which stands as "someone") shares one word of four with the query.
+    let found = expect(search("Did Omar meet Hana?"), 200).await;
+    assert_eq!(keys(&found)[0], "hana", "{found}");
+    assert!(
+        (similarity(&found, "hana") - 0.125f64.sqrt()).abs() < 0.01,
+        "{found}"
+    );
+    assert!(similarity(&found, "weekend") < 0.01, "{found}");
+    // Written in lower case it is no name, and every text of Omar's comes nearer.
+    let found = expect(search("where did omar propose"), 200).await;
+    assert!(
+        (similarity(&found, "coffee") - 0.125f64.sqrt()).abs() < 0.01,
+        "{found}"
+    );
+
+    // Messages, each in a session of its own (no context vector): the same.
+    for (i, text) in [
+        "Omar: coffee",
+        "Omar: rain",
+        "Omar: traffic",
+        "propose needle",
+    ]
+    .iter()
+    .enumerate()
+    {
+        archive(&app, &token, &format!("s{i}"), &[("m1", "user", text)]).await;
+    }
+    drain(&app).await;
+    let found = expect(
+        app.post(CHAT_SEARCH, &token)
+            .json(&json!({"query": "Where did Omar propose?", "mode": "semantic"})),
+        200,
+    )
+    .await;
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits[0]["session_id"], "s3", "{found}");
+    assert!(
+        hits[1..]
+            .iter()
+            .all(|h| h["similarity"].as_f64().unwrap() < 0.01),
+        "{found}"
+    );
+}

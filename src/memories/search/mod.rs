@@ -3,6 +3,8 @@
 
 mod sides;
 
+pub(crate) use sides::CHUNKS_CORPUS;
+
 use std::collections::HashMap;
 
 use serde_json::Value;

@@ -141,6 +141,20 @@ fn bind_filters<'q>(
         .bind(&f.metadata)
 }
 
+/// The memory chunks a keyword search ranks (see [`Corpus`]).
+pub(crate) const CHUNKS_CORPUS: Corpus = Corpus {
+    kind: "chunks",
+    recent: "SELECT c.tsv FROM agent_memory_chunks c
+             WHERE c.tenant_id = current_setting('mnemo.tenant')
+               AND c.user_id = current_setting('mnemo.user')
+             ORDER BY c.memory_id DESC, c.byte_start DESC",
+    // Through the full-text index (see `mnemo_chunk_matches`).
+    matching: "SELECT 1 FROM mnemo_chunk_matches(ARRAY[t.term], $4)",
+    corpus: "SELECT count(*) FROM agent_memory_chunks c
+             WHERE c.tenant_id = current_setting('mnemo.tenant')
+               AND c.user_id = current_setting('mnemo.user')",
+};
+
 /// Keyword candidates: each matching memory once, at its best chunk or its summary, best first:
 /// the best [`CANDIDATES`], and also those of `also` (the other side's candidates) that match.
 /// With `follow` above 0, the memory after each of the best gains that share of its score (see
@@ -159,18 +173,6 @@ pub(super) async fn keyword_candidates(
     also: Option<&[Uuid]>,
     follow: f32,
 ) -> ApiResult<Vec<Scored>> {
-    const CHUNKS_CORPUS: Corpus = Corpus {
-        kind: "chunks",
-        recent: "SELECT c.tsv FROM agent_memory_chunks c
-                 WHERE c.tenant_id = current_setting('mnemo.tenant')
-                   AND c.user_id = current_setting('mnemo.user')
-                 ORDER BY c.memory_id DESC, c.byte_start DESC",
-        // Through the full-text index (see `mnemo_chunk_matches`).
-        matching: "SELECT 1 FROM mnemo_chunk_matches(ARRAY[t.term], $4)",
-        corpus: "SELECT count(*) FROM agent_memory_chunks c
-                 WHERE c.tenant_id = current_setting('mnemo.tenant')
-                   AND c.user_id = current_setting('mnemo.user')",
-    };
     let bounded = match choose_ranking(conn, &CHUNKS_CORPUS, text).await? {
         Ranking::Exact { texts } => {
             return exact_keyword_candidates(conn, text, filters, also, follow, texts).await;

@@ -42,7 +42,7 @@ async fn run_search(
     let (offset, limit) = search_params(body)?;
     let query = body.query.trim();
     // The query's embedding is made before the transaction opens.
-    let (mode, vector) = crate::search::prepare(state, body.mode, query).await?;
+    let (mode, vector) = crate::search::prepare(state, caller, &[], body.mode, query).await?;
     let mut tx = caller.begin().await?;
     if let Some(id) = task {
         store::require_task(&mut tx, id).await?;
