@@ -144,15 +144,21 @@ async fn count_shares(
         "WITH recent AS MATERIALIZED ({recent} LIMIT $2), sample AS MATERIALIZED (
              SELECT greatest(count(*), 1)::float8 AS n FROM recent
          )
-         SELECT w.word,
-                CASE WHEN numnode(w.q) = 0 THEN 0::float8
-                     ELSE (SELECT count(*) FROM recent r WHERE r.tsv @@ w.q)::float8 / s.n
+         SELECT u.word,
+                CASE WHEN l.q IS NULL THEN 0::float8
+                     ELSE (SELECT count(*) FROM recent r WHERE r.tsv @@ l.q)::float8 / s.n
                 END AS share
-         FROM (SELECT u.word, u.o,
-                      plainto_tsquery('english', mnemo_memory_search_text(u.word)) AS q
-               FROM unnest($1::text[]) WITH ORDINALITY AS u(word, o)) w
+         FROM unnest($1::text[]) WITH ORDINALITY AS u(word, o)
+         -- The word's lexemes, all of them: none for a stopword (\"The\"), and a lexeme with a
+         -- backslash cannot be quoted, so it is left out.
+         CROSS JOIN LATERAL (
+             SELECT string_agg(quote_literal(x.lexeme), ' & ')::tsquery AS q
+             FROM unnest(tsvector_to_array(
+                      to_tsvector('english', mnemo_memory_search_text(u.word)))) AS x(lexeme)
+             WHERE position(E'\\\\' in x.lexeme) = 0
+         ) l
          CROSS JOIN sample s
-         ORDER BY w.o",
+         ORDER BY u.o",
         recent = corpus.recent,
     );
     let rows: Vec<(String, f64)> = sqlx::query_as(&sql)

@@ -1896,6 +1896,11 @@ async fn a_name_most_texts_hold_leaves_the_embedded_query(pool: PgPool) {
         "{found}"
     );
     assert!(similarity(&found, "weekend") < 0.01, "{found}");
+    // A stopword as a name holds no share; Omar still stands in.
+    let found = expect(search("Did The Omar meet Zed?"), 200).await;
+    assert!(similarity(&found, "coffee") < 0.01, "{found}");
+    // Backslashes and odd words in names are searched like any other.
+    expect(search(r"Did Omar\Hana meet C:\Zed or Ünïcode'\'?"), 200).await;
     // Written in lower case it is no name, and every text of Omar's comes nearer.
     let found = expect(search("where did omar propose"), 200).await;
     assert!(
