@@ -404,6 +404,8 @@ pub async fn search_memories(
     caller: Reader,
     Json(request): Json<SearchRequest>,
 ) -> ApiResult<axum::Json<SearchResults>> {
+    // A query is checked before anything is counted or embedded for it.
+    crate::search::TextQuery::parse("query", &request.query)?;
     let (mode, vector) = crate::search::prepare(
         &state,
         &caller,

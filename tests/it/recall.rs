@@ -1899,6 +1899,12 @@ async fn a_name_most_texts_hold_leaves_the_embedded_query(pool: PgPool) {
     // A stopword as a name holds no share; Omar still stands in.
     let found = expect(search("Did The Omar meet Zed?"), 200).await;
     assert!(similarity(&found, "coffee") < 0.01, "{found}");
+    // Only the first eight distinct names are counted: a ninth stays as written.
+    let found = expect(search("Did Al Bo Cy Di Ed Fa Gu Hu Omar propose?"), 200).await;
+    assert!(similarity(&found, "coffee") > 0.1, "{found}");
+    // A NUL in a name is the query's 422, before anything is counted.
+    let problem = expect_problem(search("Where did Om\u{0}ar go?"), 422).await;
+    assert_eq!(problem["field"], "query", "{problem}");
     // Backslashes and odd words in names are searched like any other.
     expect(search(r"Did Omar\Hana meet C:\Zed or Ünïcode'\'?"), 200).await;
     // Written in lower case it is no name, and every text of Omar's comes nearer.
