@@ -475,6 +475,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn names_are_counted_in_the_memories_and_messages_searched() {
+        let kinds = |k: &[Kind]| -> Vec<&str> { corpora(k).iter().map(|c| c.kind).collect() };
+        assert_eq!(kinds(&ALL_KINDS), ["chunks", "messages"]);
+        assert_eq!(kinds(&[Kind::Message]), ["messages"]);
+        assert_eq!(kinds(&[Kind::Task, Kind::Memory]), ["chunks"]);
+        assert!(kinds(&[Kind::Note, Kind::Task]).is_empty());
+    }
+
+    #[test]
     fn kinds_merge_by_reciprocal_rank() {
         let list = |kind: Kind, n: usize| -> Vec<RecallHit> {
             (0..n)
