@@ -69,8 +69,15 @@ static TIME: LazyLock<Regex> = LazyLock::new(|| {
 /// `2024-03-02 Maya:` or `1:56 pm on 8 May, 2023 Caroline:`) says when the text was written, and
 /// every text of a log carries one alike.
 pub fn tells_time(text: &str) -> bool {
-    let rest = STAMP.find(text).map_or(text, |stamp| &text[stamp.end()..]);
-    TIME.is_match(rest)
+    TIME.is_match(without_stamp(text))
+}
+
+/// `text` without the date or clock stamp that opens it, if one does (`2024-03-02 Maya: hi` is
+/// `Maya: hi`), and the whitespace after it.
+pub fn without_stamp(text: &str) -> &str {
+    STAMP
+        .find(text)
+        .map_or(text, |stamp| text[stamp.end()..].trim_start())
 }
 
 /// Compiles a literal pattern; both are compiled by the unit tests, so this cannot fail at run
@@ -112,6 +119,25 @@ mod tests {
             "",
         ] {
             assert!(!asks_when(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_stamp_opening_a_text_is_left_out() {
+        for (text, rest) in [
+            ("2024-03-02 Maya: hi", "Maya: hi"),
+            (
+                "1:56 pm on 8 May, 2023 Caroline: sounds fun",
+                "Caroline: sounds fun",
+            ),
+            ("[8 May 2023] Caroline: hi", "Caroline: hi"),
+            ("2024-03-02T10:00:00Z bob: deploy", "bob: deploy"),
+            ("Maya on 2024-03-02: hi", "Maya on 2024-03-02: hi"),
+            ("2024 was a year", "2024 was a year"),
+            ("2024-03-02", ""),
+            ("", ""),
+        ] {
+            assert_eq!(without_stamp(text), rest, "{text:?}");
         }
     }
 

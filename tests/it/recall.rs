@@ -1942,3 +1942,50 @@ async fn a_name_most_texts_hold_leaves_the_embedded_query(pool: PgPool) {
         "{found}"
     );
 }
+
+/// The model reads a text without the date or clock stamp that opens it: every text of a log
+/// carries one, and a question none. Words still find the stamp.
+#[sqlx::test]
+async fn a_stamp_opening_a_text_is_not_embedded(pool: PgPool) {
+    let app = with_embedder(pool, Embedder::hashing(256)).await;
+    let token = app.token("acme", "alice");
+    put_in_threads(
+        &app,
+        &token,
+        &[
+            ("stamped", "t0", "2024-03-02 Maya: garden roses"),
+            ("only", "t1", "2024-03-02"),
+        ],
+    )
+    .await;
+    drain(&app).await;
+    let similarity = |found: &Value, key: &str| {
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["memory_key"] == key)
+            .map(|h| h["similarity"].as_f64().unwrap())
+    };
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "garden 2024", "mode": "semantic"})),
+        200,
+    )
+    .await;
+    // The bag "maya garden roses" against "garden 2024": one word of three and of two. With the
+    // stamp's three tokens it would be 2/(√6·√2).
+    let stamped = similarity(&found, "stamped").unwrap();
+    assert!((stamped - 1.0 / 6f64.sqrt()).abs() < 0.01, "{found}");
+    // A text that is only a stamp is read whole: "2024 03 02" against "garden 2024".
+    let only = similarity(&found, "only").unwrap();
+    assert!((only - 1.0 / 6f64.sqrt()).abs() < 0.01, "{found}");
+    // Words find the stamp.
+    let found = expect(
+        app.post(SEARCH, &token)
+            .json(&json!({"query": "2024-03-02", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"].as_array().unwrap().len(), 2, "{found}");
+}

@@ -7,6 +7,7 @@ use uuid::Uuid;
 use super::columns::*;
 use super::*;
 use crate::embed::Embedder;
+use crate::search::when;
 
 pub(super) async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, usize)>, String> {
     let mut tx = begin(db, Job::Indexer).await.map_err(|e| e.to_string())?;
@@ -198,11 +199,12 @@ pub(super) async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, 
     let mut inputs: Vec<(usize, bool)> = Vec::with_capacity(texts.len() * 2);
     let mut contents: Vec<String> = Vec::with_capacity(texts.len() * 2);
     for (i, t) in texts.iter().enumerate() {
+        let text = read_by_the_model(&t.content);
         inputs.push((i, false));
-        contents.push(t.content.clone());
+        contents.push(text.to_owned());
         if let Some(context) = t.context.as_deref().filter(|c| !c.trim().is_empty()) {
             inputs.push((i, true));
-            contents.push(format!("{context}\n{}", t.content));
+            contents.push(format!("{context}\n{text}"));
         }
     }
     let vectors = match embed_all(embedder, &contents).await {
@@ -386,4 +388,18 @@ pub(super) async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, 
         .map_err(|e| e.to_string())?;
     tx.commit().await.map_err(|e| e.to_string())?;
     Ok(Some((claimed.len(), texts.len())))
+}
+
+/// What the model reads of a text: all of it but a date or clock stamp opening it
+/// ([`when::without_stamp`]), unless that is all there is. A log writes such a stamp on each of
+/// its texts (`2024-03-02 Maya: ...`), so every text of a day shares those tokens, and the model
+/// puts them nearer each other than their words say; a question holds no stamp. Keyword search
+/// and the time lift still read the stamp.
+fn read_by_the_model(content: &str) -> &str {
+    let rest = when::without_stamp(content);
+    if rest.trim().is_empty() {
+        content
+    } else {
+        rest
+    }
 }
