@@ -65,6 +65,16 @@ fn keys(found: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The similarity a search reported for the memory `key`, if it is among the hits.
+fn similarity_of(found: &Value, key: &str) -> Option<f64> {
+    found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["memory_key"] == key)
+        .map(|h| h["similarity"].as_f64().unwrap())
+}
+
 /// An app whose searches embed with the deterministic hashing embedder.
 async fn with_embedder(pool: PgPool, embedder: Embedder) -> TestApp {
     indexer::prepare_schema(&mnemo::db::Db::new(pool.clone()), &embedder)
@@ -1866,14 +1876,7 @@ async fn a_name_most_texts_hold_leaves_the_embedded_query(pool: PgPool) {
     )
     .await;
     drain(&app).await;
-    let similarity = |found: &Value, key: &str| {
-        found["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["memory_key"] == key)
-            .map_or(0.0, |h| h["similarity"].as_f64().unwrap())
-    };
+    let similarity = |found: &Value, key: &str| similarity_of(found, key).unwrap_or(0.0);
     let search = |query: &str| {
         app.post(SEARCH, &token)
             .json(&json!({"query": query, "mode": "semantic"}))
@@ -1959,14 +1962,7 @@ async fn a_stamp_opening_a_text_is_not_embedded(pool: PgPool) {
     )
     .await;
     drain(&app).await;
-    let similarity = |found: &Value, key: &str| {
-        found["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["memory_key"] == key)
-            .map(|h| h["similarity"].as_f64().unwrap())
-    };
+
     let found = expect(
         app.post(SEARCH, &token)
             .json(&json!({"query": "garden 2024", "mode": "semantic"})),
@@ -1975,10 +1971,10 @@ async fn a_stamp_opening_a_text_is_not_embedded(pool: PgPool) {
     .await;
     // The bag "maya garden roses" against "garden 2024": one word of three and of two. With the
     // stamp's three tokens it would be 2/(√6·√2).
-    let stamped = similarity(&found, "stamped").unwrap();
+    let stamped = similarity_of(&found, "stamped").unwrap();
     assert!((stamped - 1.0 / 6f64.sqrt()).abs() < 0.01, "{found}");
     // A text that is only a stamp is read whole: "2024 03 02" against "garden 2024".
-    let only = similarity(&found, "only").unwrap();
+    let only = similarity_of(&found, "only").unwrap();
     assert!((only - 1.0 / 6f64.sqrt()).abs() < 0.01, "{found}");
     // Words find the stamp.
     let found = expect(
