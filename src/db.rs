@@ -190,7 +190,8 @@ impl Db {
     }
 
     /// The share of `principal`'s newest texts of `kind` holding the name `word`, as a search
-    /// of the last minute found it (see [`Scoped::name_share`]); read without a transaction.
+    /// of the last minute kept it (see [`Scoped::keep_name_share`]); read without a
+    /// transaction.
     pub fn name_share(&self, principal: &Principal, kind: &str, word: &str) -> Option<f64> {
         let id = sizes::caller(&principal.tenant_id, &principal.user_id);
         self.stats.name_share(&id, kind, word)
@@ -726,13 +727,6 @@ impl Scoped {
         if let Some(caller) = &self.caller {
             caller.stats.keep_term(&caller.id, kind, term, counts);
         }
-    }
-
-    /// The share of this user's newest texts of `kind` holding the name `word`, as a search of
-    /// the last minute found it (see [`crate::search::names`]).
-    pub fn name_share(&self, kind: &str, word: &str) -> Option<f64> {
-        let caller = self.caller.as_ref()?;
-        caller.stats.name_share(&caller.id, kind, word)
     }
 
     /// Keeps `share`, just counted, as that of this user's newest texts of `kind` holding the

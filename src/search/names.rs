@@ -130,9 +130,10 @@ pub async fn embedded_text(
     if !missing.is_empty() {
         let mut tx = caller.begin().await?;
         for (corpus, words) in missing {
-            for (word, share) in count_shares(&mut tx, corpus, &words).await? {
+            let shares = count_shares(&mut tx, corpus, &words).await?;
+            for (word, share) in words.into_iter().zip(shares) {
                 if share >= FREQUENT_SHARE {
-                    frequent.extend(words.iter().copied().filter(|w| *w == word));
+                    frequent.insert(word);
                 }
             }
         }
@@ -147,14 +148,13 @@ async fn count_shares(
     conn: &mut Scoped,
     corpus: &Corpus,
     words: &[&str],
-) -> Result<Vec<(String, f64)>, sqlx::Error> {
+) -> Result<Vec<f64>, sqlx::Error> {
     // Runtime: the sample's statement is the kind's own (see `Corpus::recent`).
     let sql = format!(
         "WITH recent AS MATERIALIZED ({recent} LIMIT $2), sample AS MATERIALIZED (
              SELECT greatest(count(*), 1)::float8 AS n FROM recent
          )
-         SELECT u.word,
-                CASE WHEN l.q IS NULL THEN 0::float8
+         SELECT CASE WHEN l.q IS NULL THEN 0::float8
                      ELSE (SELECT count(*) FROM recent r WHERE r.tsv @@ l.q)::float8 / s.n
                 END AS share
          FROM unnest($1::text[]) WITH ORDINALITY AS u(word, o)
@@ -170,15 +170,15 @@ async fn count_shares(
          ORDER BY u.o",
         recent = corpus.recent,
     );
-    let rows: Vec<(String, f64)> = sqlx::query_as(&sql)
+    let shares: Vec<f64> = sqlx::query_scalar(&sql)
         .bind(words)
         .bind(NAME_SAMPLE)
         .fetch_all(&mut *conn)
         .await?;
-    for (word, share) in &rows {
+    for (word, share) in words.iter().zip(&shares) {
         conn.keep_name_share(corpus.kind, word, *share);
     }
-    Ok(rows)
+    Ok(shares)
 }
 
 #[cfg(test)]
