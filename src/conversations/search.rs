@@ -442,7 +442,8 @@ pub fn filters(
 }
 
 /// The message just before and just after each of `seqs` in its session (user and assistant
-/// messages, by time), which of them only ask, and, when the search `asks_when`, whether each
+/// messages, by time), whether it only asks and whether the one before it ends with a
+/// question, and, when the search `asks_when`, whether each
 /// says when (its text is read for [`tells_time`] only then), for [`lift_by_neighbours`].
 ///
 /// Each message is looked up by its own index probe (a lateral subquery per key), never by
@@ -459,7 +460,7 @@ async fn neighbours(
         return Ok(HashMap::new());
     }
     let rows = sqlx::query!(
-        r#"SELECT m.seq, p.seq AS "previous?", coalesce(mnemo_only_asks(p.text), false) AS "previous_asks!",
+        r#"SELECT m.seq, p.seq AS "previous?", coalesce(mnemo_ends_asking(p.text), false) AS "follows_question!",
                 n.seq AS "next?", coalesce(mnemo_only_asks(m.text), false) AS "asks!",
                 CASE WHEN $2 THEN m.text END AS "text?"
          FROM (SELECT DISTINCT unnest($1::int8[])) AS k(seq)
@@ -493,7 +494,7 @@ async fn neighbours(
         .map(|r| {
             let stream = Stream {
                 previous: r.previous,
-                previous_asks: r.previous_asks,
+                follows_question: r.follows_question,
                 next: r.next,
                 asks: r.asks,
                 tells_time: r.text.as_deref().is_some_and(tells_time),

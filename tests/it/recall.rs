@@ -470,9 +470,10 @@ async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
         ("Ends with a question mark? No, it does not", false),
     ];
     for (text, expected) in cases {
-        let (now, before): (bool, bool) = sqlx::query_as(
+        let (now, before, ends): (bool, bool, bool) = sqlx::query_as(
             "SELECT mnemo_only_asks($1),
-                    rtrim($1, E' \\t\\r\\n') ~ '\\?$' AND rtrim($1, E' \\t\\r\\n') !~ '[.!](\\s|$)'",
+                    rtrim($1, E' \\t\\r\\n') ~ '\\?$' AND rtrim($1, E' \\t\\r\\n') !~ '[.!](\\s|$)',
+                    mnemo_ends_asking($1)",
         )
         .bind(text)
         .fetch_one(&pool)
@@ -480,12 +481,25 @@ async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
         .unwrap();
         assert_eq!(now, expected, "{text:?}");
         assert_eq!(now, before, "{text:?}");
+        // Ending with a question is the first half of only asking.
+        let ends_expected = text
+            .trim_end_matches([' ', '\t', '\r', '\n'])
+            .ends_with('?');
+        assert_eq!(ends, ends_expected, "{text:?}");
+        assert!(ends || !now, "{text:?}");
     }
-    let null: Option<bool> = sqlx::query_scalar("SELECT mnemo_only_asks(NULL)")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(null, None);
+    assert!(
+        sqlx::query_scalar::<_, bool>("SELECT mnemo_ends_asking('I quit. Did you hear?')")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    );
+    let nulls: (Option<bool>, Option<bool>) =
+        sqlx::query_as("SELECT mnemo_only_asks(NULL), mnemo_ends_asking(NULL)")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(nulls, (None, None));
 }
 
 /// A question asking when lifts the hits that say when by 0.15 of their score, in memories and
@@ -622,6 +636,68 @@ async fn a_turn_that_only_asks_yields_to_its_answer(pool: PgPool) {
     let hits = found["hits"].as_array().unwrap();
     let score = |i: usize| hits[i]["score"].as_f64().unwrap();
     assert!((score(1) / score(2) - 1.04).abs() < 1e-3, "{found}");
+}
+
+/// A text that says something, then asks, lifts the text after it as one that only asks does,
+/// and keeps its own score. As in the test above every text scores `s` by its words: the asking
+/// one ends at s + 0.2 × 1.2 s = 1.24 s, the answer at 1.2 s + 0.2 s + 0.3 s = 1.7 s.
+#[sqlx::test]
+async fn a_turn_ending_with_a_question_lifts_its_answer(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("acme", "alice");
+    put_in_threads(
+        &app,
+        &token,
+        &[
+            (
+                "asked",
+                "chat",
+                "Tom: Lisbon was lovely. Who looked after the dog?",
+            ),
+            ("answer", "chat", "Maya: My neighbour looked after the dog."),
+            ("alone", "notes", "Maya: The dog looked after itself."),
+        ],
+    )
+    .await;
+    let query = json!({"query": "Who looked after the dog?", "mode": "keyword"});
+    let found = expect(app.post(SEARCH, &token).json(&query), 200).await;
+    assert_eq!(keys(&found), ["answer", "asked", "alone"], "{found}");
+    let hits = found["hits"].as_array().unwrap();
+    let score = |i: usize| hits[i]["score"].as_f64().unwrap();
+    assert!((score(0) / score(2) - 1.7).abs() < 1e-3, "{found}");
+    assert!((score(1) / score(2) - 1.24).abs() < 1e-3, "{found}");
+
+    archive(
+        &app,
+        &token,
+        "trip",
+        &[
+            (
+                "asked",
+                "user",
+                "Lisbon was lovely. Who looked after the dog while you were away?",
+            ),
+            ("answer", "ai", "My neighbour looked after the dog."),
+        ],
+    )
+    .await;
+    archive(
+        &app,
+        &token,
+        "other",
+        &[("statement", "user", "The dog looked after itself.")],
+    )
+    .await;
+    let found = expect(app.post(CHAT_SEARCH, &token).json(&query), 200).await;
+    assert_eq!(
+        message_ids(&found),
+        ["answer", "asked", "statement"],
+        "{found}"
+    );
+    let hits = found["hits"].as_array().unwrap();
+    let score = |i: usize| hits[i]["score"].as_f64().unwrap();
+    assert!((score(0) / score(2) - 1.7).abs() < 1e-3, "{found}");
+    assert!((score(1) / score(2) - 1.24).abs() < 1e-3, "{found}");
 }
 
 /// The message after a matching one in its session is found too, within the time filters.

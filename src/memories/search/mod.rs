@@ -68,8 +68,9 @@ struct Shown {
 }
 
 /// The memory written just before and just after each of `ids` in the same agent and thread
-/// (by creation time), which of them only ask (a memory of one chunk whose text is only
-/// questions), and, when the search `asks_when`, whether each says when (its chunk at
+/// (by creation time), whether it only asks (a memory of one chunk whose text is only
+/// questions) and whether the one before it ends with a question (a memory of one chunk too),
+/// and, when the search `asks_when`, whether each says when (its chunk at
 /// `starts`, the one the hit shows, or its summary when that is the hit, is read for
 /// [`tells_time`] only then), for [`lift_by_neighbours`]. Two index probes per memory.
 async fn neighbours(
@@ -81,11 +82,12 @@ async fn neighbours(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    // Whether a memory only asks is said twice, for it and for the one before it, rather than
-    // through a SQL function: PostgreSQL never inlines a function holding a sub-select, and the
-    // function's calls cost 1 to 2 ms of PostgreSQL per hybrid search on the evaluation.
+    // Whether a memory asks is said for it and for the one before it in the statement, rather
+    // than through a SQL function taking the memory: PostgreSQL never inlines a function
+    // holding a sub-select, and such calls cost 1 to 2 ms of PostgreSQL per hybrid search on
+    // the evaluation.
     let rows = sqlx::query!(
-        r#"SELECT m.id, p.id AS "previous?", coalesce(p.asks, false) AS "previous_asks!",
+        r#"SELECT m.id, p.id AS "previous?", coalesce(p.asks, false) AS "follows_question!",
                 n.id AS "next?",
                 coalesce((SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
                           WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
@@ -107,7 +109,7 @@ async fn neighbours(
          ) m
          LEFT JOIN LATERAL (
              SELECT p.id,
-                    (SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
+                    (SELECT mnemo_ends_asking(c.content) FROM agent_memory_chunks c
                      WHERE c.tenant_id = p.tenant_id AND c.user_id = p.user_id
                        AND c.memory_id = p.id AND p.chunk_count = 1) AS asks
              FROM agent_memories p
@@ -136,7 +138,7 @@ async fn neighbours(
         .map(|row| {
             let stream = Stream {
                 previous: row.previous,
-                previous_asks: row.previous_asks,
+                follows_question: row.follows_question,
                 next: row.next,
                 asks: row.asks,
                 tells_time: row.text.as_deref().is_some_and(tells_time),
