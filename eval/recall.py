@@ -462,6 +462,10 @@ def main(argv=None):
                     help="long-history mode: each conversation's user then stores N more turns "
                     "(the other conversations', renamed, cycled), so that the answers are old "
                     "and the history exceeds what a keyword search ranks exactly")
+    ap.add_argument("--one-user", action="store_true",
+                    help="shared-haystack mode: one user stores every conversation's turns as "
+                    "written (speakers keep their names), and every question searches all of "
+                    "them; the BM25 baseline indexes all of them too")
     ap.add_argument("--run-id", metavar="ID",
                     help="name the users eval-<ID>-<conversation> instead of a fresh run id, so "
                     "that a later run can search what this one stored (see --skip-ingest)")
@@ -474,6 +478,9 @@ def main(argv=None):
         ap.error("--skip-ingest needs the --run-id of the run that stored the turns")
     if args.history < 0:
         ap.error("--history must be 0 or more")
+    if args.one_user and (args.distractors or args.history or args.token):
+        ap.error("--one-user already puts every conversation in one haystack: it takes no "
+                 "--distractors, --history or --token")
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
@@ -502,8 +509,9 @@ def main(argv=None):
     timing = {}
 
     bm25 = Scores(ks)
+    shared = BM25([d for c in convs for d in docs_by_conv[c["id"]]]) if args.one_user else None
     for conv in convs:
-        index = BM25(docs_by_conv[conv["id"]])
+        index = shared or BM25(docs_by_conv[conv["id"]])
         for q in conv["questions"]:
             bm25.add(q, index.search(q["question"], limit))
     results["bm25 (baseline)"] = {"summary": bm25.summary(), "questions": bm25.rows}
@@ -519,11 +527,13 @@ def main(argv=None):
         users = {}
         try:
             t0 = time.perf_counter()
-            for conv in convs:
-                user = f"eval-{run_id}-{conv['id']}"
+            for i, conv in enumerate(convs):
+                user = f"eval-{run_id}-" + ("all" if args.one_user else conv["id"])
                 users[conv["id"]] = user
                 token = args.token or mint_token(secret, user, args.tenant)
                 tokens_by_conv[conv["id"]] = token
+                if args.skip_ingest and args.one_user and i > 0:
+                    continue
                 if args.skip_ingest:
                     status, body = client.request("GET", "/api/memories?limit=1", None, token)
                     if status != 200 or not isinstance(body, dict) or not body.get("items"):
@@ -568,6 +578,7 @@ def main(argv=None):
 
     print(f"mnemo retrieval eval: {len(convs)} conversations, {n_turns} stored turns"
           + (" (with distractors)" if args.distractors else "")
+          + (" (all in one user)" if args.one_user else "")
           + (f" (and {args.history} later turns each)" if args.history else "") + ", "
           f"{n_questions} questions" + ("" if args.bm25_only else f", server {args.url}"))
     print_report(results, ks, categories, timing, notes)
