@@ -166,6 +166,37 @@ def documents(conv):
     return docs
 
 
+def message_documents(conv, named=False):
+    """(message id, stored text, metadata) for every turn as a chat message: the text as said,
+    with no date (a chat's messages carry it as their time), and with its speaker's name only
+    when `named`."""
+    return [(turn["id"], f"{turn['speaker']}: {turn['text']}" if named else turn["text"],
+             {"session": session["id"]})
+            for session in conv["sessions"] for turn in session["turns"]]
+
+
+def ingest_messages(client, conv, token, named=False):
+    """Archives each session of `conv` as a chat session of its own: the first speaker's turns
+    from the user, the other's from the AI, a minute apart from noon of the session's date; with
+    `named`, each text opens with its speaker's name (`<Speaker>: <text>`)."""
+    first = conv["speakers"][0]
+    count = 0
+    for session in conv["sessions"]:
+        batch = []
+        for i, turn in enumerate(session["turns"]):
+            when = f"{session['date']}T{12 + i // 60:02d}:{i % 60:02d}:00Z"
+            text = f"{turn['speaker']}: {turn['text']}" if named else turn["text"]
+            batch.append({"id": turn["id"], "text": text, "timestamp": when,
+                          "sender": "user" if turn["speaker"] == first else "ai"})
+        body = {"session_id": f"{conv['id']}-{session['id']}", "messages_batch": batch}
+        status, resp = client.request("POST", "/api/chat/session/archive_messages", body, token)
+        if status not in (200, 201):
+            raise Fatal(f"archiving {conv['id']} {session['id']} failed: "
+                        f"{problem_text(status, resp)}")
+        count += len(batch)
+    return count
+
+
 def later_documents(conv, convs, count):
     """`count` turns stored after `conv`'s own (and its distractors): the other conversations'
     turns, speakers renamed to `conv`'s, cycled as often as needed under fresh keys. A history
@@ -345,9 +376,10 @@ def wait_for_embeddings(client, timeout=1200.0):
     return {"waited_s": waited, "gauge": True, "timed_out": False}
 
 
-def run_mode(client, mode, convs, tokens_by_conv, limit, ks, notes):
+def run_mode(client, mode, convs, tokens_by_conv, limit, ks, notes, route="/api/memories/search"):
     """Scores one search mode over every question; returns (Scores or None, note)."""
     scores = Scores(ks)
+    id_field = "message_id" if route == "/api/chat/search" else "memory_key"
     send_mode = True
     for conv in convs:
         token = tokens_by_conv[conv["id"]]
@@ -356,7 +388,7 @@ def run_mode(client, mode, convs, tokens_by_conv, limit, ks, notes):
             if send_mode:
                 body["mode"] = mode
             t0 = time.perf_counter()
-            status, resp = client.request("POST", "/api/memories/search", body, token)
+            status, resp = client.request("POST", route, body, token)
             latency = time.perf_counter() - t0
             if status == 422 and send_mode:
                 if mode == "keyword" and rejects_mode_field(resp):
@@ -368,7 +400,7 @@ def run_mode(client, mode, convs, tokens_by_conv, limit, ks, notes):
                     send_mode = False
                     body.pop("mode")
                     t0 = time.perf_counter()
-                    status, resp = client.request("POST", "/api/memories/search", body, token)
+                    status, resp = client.request("POST", route, body, token)
                     latency = time.perf_counter() - t0
                 else:
                     return None, problem_text(status, resp)
@@ -377,7 +409,7 @@ def run_mode(client, mode, convs, tokens_by_conv, limit, ks, notes):
                 log(f"{mode}: search for {q['id']} failed: {problem_text(status, resp)}")
                 scores.add(q, [], None)
                 continue
-            keys = [h.get("memory_key") for h in resp.get("hits", [])][:limit]
+            keys = [h.get(id_field) for h in resp.get("hits", [])][:limit]
             scores.add(q, keys, latency)
     return scores, None
 
@@ -466,6 +498,14 @@ def main(argv=None):
                     help="shared-haystack mode: one user stores every conversation's turns as "
                     "written (speakers keep their names), and every question searches all of "
                     "them; the BM25 baseline indexes all of them too")
+    ap.add_argument("--as-messages", action="store_true",
+                    help="chat mode: each conversation's sessions are archived as chat sessions "
+                    "(first speaker as the user, the other as the AI, the text as said) and "
+                    "each question goes to POST /api/chat/search; the BM25 baseline ranks the "
+                    "same texts")
+    ap.add_argument("--named", action="store_true",
+                    help="with --as-messages: each message's text opens with its speaker's name, "
+                    "as a group chat's would (a chat with an assistant has no such names)")
     ap.add_argument("--run-id", metavar="ID",
                     help="name the users eval-<ID>-<conversation> instead of a fresh run id, so "
                     "that a later run can search what this one stored (see --skip-ingest)")
@@ -478,6 +518,10 @@ def main(argv=None):
         ap.error("--skip-ingest needs the --run-id of the run that stored the turns")
     if args.history < 0:
         ap.error("--history must be 0 or more")
+    if args.as_messages and (args.distractors or args.history or args.one_user):
+        ap.error("--as-messages takes no --distractors, --history or --one-user")
+    if args.named and not args.as_messages:
+        ap.error("--named is for --as-messages (stored memories always name their speaker)")
     if args.one_user and (args.distractors or args.history or args.token):
         ap.error("--one-user already puts every conversation in one haystack: it takes no "
                  "--distractors, --history or --token")
@@ -495,7 +539,7 @@ def main(argv=None):
         return 1
     n_questions = sum(len(c["questions"]) for c in convs)
     docs_by_conv = {
-        c["id"]: documents(c) + (distractor_documents(c, convs) if args.distractors else [])
+        c["id"]: message_documents(c, args.named) if args.as_messages else documents(c) + (distractor_documents(c, convs) if args.distractors else [])
         + later_documents(c, convs, args.history)
         for c in convs
     }
@@ -535,14 +579,19 @@ def main(argv=None):
                 if args.skip_ingest and args.one_user and i > 0:
                     continue
                 if args.skip_ingest:
-                    status, body = client.request("GET", "/api/memories?limit=1", None, token)
+                    probe = "/api/chat/sessions?limit=1" if args.as_messages \
+                        else "/api/memories?limit=1"
+                    status, body = client.request("GET", probe, None, token)
                     if status != 200 or not isinstance(body, dict) or not body.get("items"):
                         raise Fatal(f"--skip-ingest: nothing stored for {user} (is --run-id "
                                     f"{run_id} the run that stored it, on this database?)")
                     continue
                 c0 = time.perf_counter()
-                docs = ingest(client, docs_by_conv[conv["id"]], token)
-                log(f"ingested {conv['id']}: {len(docs)} turns in {time.perf_counter() - c0:.1f} s")
+                if args.as_messages:
+                    stored = ingest_messages(client, conv, token, args.named)
+                else:
+                    stored = len(ingest(client, docs_by_conv[conv["id"]], token))
+                log(f"ingested {conv['id']}: {stored} turns in {time.perf_counter() - c0:.1f} s")
             if not args.skip_ingest:
                 timing["ingest_s"] = time.perf_counter() - t0
                 timing["ingest_turns"] = n_turns
@@ -550,7 +599,9 @@ def main(argv=None):
             for mode in modes:
                 if mode in SEMANTIC_MODES and "embedding_wait" not in timing:
                     timing["embedding_wait"] = wait_for_embeddings(client)
-                scores, unavailable = run_mode(client, mode, convs, tokens_by_conv, limit, ks, notes)
+                route = "/api/chat/search" if args.as_messages else "/api/memories/search"
+                scores, unavailable = run_mode(client, mode, convs, tokens_by_conv, limit, ks,
+                                               notes, route)
                 name = f"mnemo {mode}"
                 if scores is None:
                     log(f"{mode}: n/a: {unavailable}")
@@ -579,6 +630,8 @@ def main(argv=None):
     print(f"mnemo retrieval eval: {len(convs)} conversations, {n_turns} stored turns"
           + (" (with distractors)" if args.distractors else "")
           + (" (all in one user)" if args.one_user else "")
+          + (" (as chat messages" + (", named" if args.named else "") + ")"
+             if args.as_messages else "")
           + (f" (and {args.history} later turns each)" if args.history else "") + ", "
           f"{n_questions} questions" + ("" if args.bm25_only else f", server {args.url}"))
     print_report(results, ks, categories, timing, notes)
