@@ -43,9 +43,13 @@ static STAMP: LazyLock<Regex> = LazyLock::new(|| {
     compile(concat!(
         r"(?i)^\s*[\[(]?\s*(?:",
         r"\d{4}-\d{2}-\d{2}(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?",
+        // A clock before the date ("1:56 pm on"), a weekday ("Monday,"), the date with its
+        // month named, and a clock after it (", 1:56 pm").
         r"|(?:\d{1,2}:\d{2}(?::\d{2})?\s*(?:[ap]\.?m\.?)?\s*(?:on\s+)?)?",
+        r"(?:(?:mon|tue|wed|thu|fri|sat|sun)[[:alpha:]]{0,6}\.?,?\s+)?",
         r"(?:\d{1,2}(?:st|nd|rd|th)?\s+[[:alpha:]]{3,9}\.?,?\s+\d{4}",
         r"|[[:alpha:]]{3,9}\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4})",
+        r"(?:,?\s+(?:at\s+)?\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\.?)?)?",
         r")\s*[\])]?",
     ))
 });
@@ -131,6 +135,15 @@ mod tests {
                 "Caroline: sounds fun",
             ),
             ("[8 May 2023] Caroline: hi", "Caroline: hi"),
+            ("Monday, 8 May 2023 Caroline: hi", "Caroline: hi"),
+            ("(Mon 8 May, 2023) Caroline: hi", "Caroline: hi"),
+            (
+                "1:56 pm on Monday, 8 May, 2023 Caroline: hi",
+                "Caroline: hi",
+            ),
+            ("8 May 2023, 1:56 pm Caroline: hi", "Caroline: hi"),
+            ("[May 8, 2023 at 13:56] Caroline: hi", "Caroline: hi"),
+            ("Sunday was fun", "Sunday was fun"),
             ("2024-03-02T10:00:00Z bob: deploy", "bob: deploy"),
             ("Maya on 2024-03-02: hi", "Maya on 2024-03-02: hi"),
             ("2024 was a year", "2024 was a year"),
@@ -153,6 +166,8 @@ mod tests {
                 true,
             ),
             ("[8 May 2023] Caroline: hi", false),
+            ("Monday, 8 May 2023, 1:56 pm Caroline: hi", false),
+            ("Monday, 8 May 2023 Caroline: see you on Friday", true),
             ("Oct 3, 2023 Bob: last Sunday was fun", true),
             ("we may go, or march on", false),
             ("in May we went", true),
