@@ -558,63 +558,86 @@ async fn a_text_that_says_when_rises_for_a_question_asking_when(pool: PgPool) {
     assert!((ratio - 1.0).abs() < 1e-6, "{found}");
 }
 
-/// A text that only asks yields to the text after it: the question's own score drops by a fifth
-/// and the answer gains 0.3 of it, in every mode. Here every text holds both words of the
-/// query, so each scores `s` by its words: the question ends at 0.8 s + 0.2 × 1.2 s (its
-/// neighbour) = 1.04 s, the answer at 1.2 s (its words and the turn-after lift of a keyword
-/// search) + 0.2 s (its neighbour) + 0.3 s (the question before it) = 1.7 s, where without the
-/// rule they would score 1.24 s and 1.4 s. A statement alone keeps its `s`.
-#[sqlx::test]
-async fn a_turn_that_only_asks_yields_to_its_answer(pool: PgPool) {
-    let app = TestApp::new(pool).await;
-    let token = app.token("acme", "alice");
+/// Asks "Who looked after the dog?" by words, of memories stored as `asked`, `answer` (in one
+/// thread) and `alone` (in another), and of messages archived as `asked` then `answer` in one
+/// session and `alone` in another; `asked` is the text given, the others hold the query's words
+/// as statements. Checks that both rank `answer`, `asked`, `alone` and returns the first two
+/// scores over the last one's, memories' then messages'.
+async fn dog_question_ratios(app: &TestApp, token: &str, asked: &str) -> [(f64, f64); 2] {
     put_in_threads(
-        &app,
-        &token,
+        app,
+        token,
         &[
-            (
-                "asked",
-                "chat",
-                "Tom: Who looked after the dog? Was it Lisbon?",
-            ),
+            ("asked", "chat", &format!("Tom: {asked}")),
             ("answer", "chat", "Maya: My neighbour looked after the dog."),
             ("alone", "notes", "Maya: The dog looked after itself."),
         ],
     )
     .await;
-    let found = expect(
-        app.post(SEARCH, &token)
-            .json(&json!({"query": "Who looked after the dog?", "mode": "keyword"})),
-        200,
-    )
-    .await;
-    assert_eq!(keys(&found), ["answer", "asked", "alone"], "{found}");
-    let hits = found["hits"].as_array().unwrap();
-    let score = |i: usize| hits[i]["score"].as_f64().unwrap();
-    let s = score(2);
-    assert!((score(0) / s - 1.7).abs() < 1e-3, "{found}");
-    assert!((score(1) / s - 1.04).abs() < 1e-3, "{found}");
-
-    // The same in a conversation; a question mark inside a statement is no question.
-    let alice = app.token("acme", "alice");
     archive(
-        &app,
-        &alice,
+        app,
+        token,
         "trip",
         &[
-            (
-                "asked",
-                "user",
-                "Who looked after the dog while you were away?",
-            ),
+            ("asked", "user", asked),
             ("answer", "ai", "My neighbour looked after the dog."),
         ],
     )
     .await;
     archive(
-        &app,
-        &alice,
+        app,
+        token,
         "other",
+        &[("alone", "user", "The dog looked after itself.")],
+    )
+    .await;
+    let query = json!({"query": "Who looked after the dog?", "mode": "keyword"});
+    let mut ratios = [(0.0, 0.0); 2];
+    for (i, route) in [SEARCH, CHAT_SEARCH].into_iter().enumerate() {
+        let found = expect(app.post(route, token).json(&query), 200).await;
+        let ids = if route == SEARCH {
+            keys(&found)
+        } else {
+            message_ids(&found)
+        };
+        assert_eq!(ids, ["answer", "asked", "alone"], "{route}: {found}");
+        let hits = found["hits"].as_array().unwrap();
+        let score = |i: usize| hits[i]["score"].as_f64().unwrap();
+        ratios[i] = (score(0) / score(2), score(1) / score(2));
+    }
+    ratios
+}
+
+/// A text that only asks yields to the text after it: the question's own score drops by a fifth
+/// and the answer gains 0.3 of it, in every mode, in memories and in conversations. Here every
+/// text holds both words of the query, so each scores `s` by its words: the question ends at
+/// 0.8 s + 0.2 × 1.2 s (its neighbour) = 1.04 s, the answer at 1.2 s (its words and the
+/// turn-after lift of a keyword search) + 0.2 s (its neighbour) + 0.3 s (the question before it)
+/// = 1.7 s, where without the rule they would score 1.24 s and 1.4 s. A statement alone keeps
+/// its `s`.
+#[sqlx::test]
+async fn a_turn_that_only_asks_yields_to_its_answer(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("acme", "alice");
+    for (answer, asked) in
+        dog_question_ratios(&app, &token, "Who looked after the dog? Was it Lisbon?").await
+    {
+        assert!((answer - 1.7).abs() < 1e-3, "{answer}");
+        assert!((asked - 1.04).abs() < 1e-3, "{asked}");
+    }
+
+    // A question mark inside a statement is no question.
+    let found = expect(
+        app.post(CHAT_SEARCH, &token)
+            .json(&json!({"query": "Who looked after the dog?", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    let before = found["hits"].as_array().unwrap().len();
+    archive(
+        &app,
+        &token,
+        "more",
         &[(
             "statement",
             "user",
@@ -623,19 +646,23 @@ async fn a_turn_that_only_asks_yields_to_its_answer(pool: PgPool) {
     )
     .await;
     let found = expect(
-        app.post(CHAT_SEARCH, &alice)
+        app.post(CHAT_SEARCH, &token)
             .json(&json!({"query": "Who looked after the dog?", "mode": "keyword"})),
         200,
     )
     .await;
-    assert_eq!(
-        message_ids(&found),
-        ["answer", "asked", "statement"],
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), before + 1, "{found}");
+    let score = |id: &str| {
+        hits.iter()
+            .find(|h| h["message_id"] == id)
+            .and_then(|h| h["score"].as_f64())
+            .unwrap()
+    };
+    assert!(
+        (score("statement") / score("alone") - 1.0).abs() < 1e-3,
         "{found}"
     );
-    let hits = found["hits"].as_array().unwrap();
-    let score = |i: usize| hits[i]["score"].as_f64().unwrap();
-    assert!((score(1) / score(2) - 1.04).abs() < 1e-3, "{found}");
 }
 
 /// A text that says something, then asks, lifts the text after it as one that only asks does,
@@ -645,59 +672,12 @@ async fn a_turn_that_only_asks_yields_to_its_answer(pool: PgPool) {
 async fn a_turn_ending_with_a_question_lifts_its_answer(pool: PgPool) {
     let app = TestApp::new(pool).await;
     let token = app.token("acme", "alice");
-    put_in_threads(
-        &app,
-        &token,
-        &[
-            (
-                "asked",
-                "chat",
-                "Tom: Lisbon was lovely. Who looked after the dog?",
-            ),
-            ("answer", "chat", "Maya: My neighbour looked after the dog."),
-            ("alone", "notes", "Maya: The dog looked after itself."),
-        ],
-    )
-    .await;
-    let query = json!({"query": "Who looked after the dog?", "mode": "keyword"});
-    let found = expect(app.post(SEARCH, &token).json(&query), 200).await;
-    assert_eq!(keys(&found), ["answer", "asked", "alone"], "{found}");
-    let hits = found["hits"].as_array().unwrap();
-    let score = |i: usize| hits[i]["score"].as_f64().unwrap();
-    assert!((score(0) / score(2) - 1.7).abs() < 1e-3, "{found}");
-    assert!((score(1) / score(2) - 1.24).abs() < 1e-3, "{found}");
-
-    archive(
-        &app,
-        &token,
-        "trip",
-        &[
-            (
-                "asked",
-                "user",
-                "Lisbon was lovely. Who looked after the dog while you were away?",
-            ),
-            ("answer", "ai", "My neighbour looked after the dog."),
-        ],
-    )
-    .await;
-    archive(
-        &app,
-        &token,
-        "other",
-        &[("statement", "user", "The dog looked after itself.")],
-    )
-    .await;
-    let found = expect(app.post(CHAT_SEARCH, &token).json(&query), 200).await;
-    assert_eq!(
-        message_ids(&found),
-        ["answer", "asked", "statement"],
-        "{found}"
-    );
-    let hits = found["hits"].as_array().unwrap();
-    let score = |i: usize| hits[i]["score"].as_f64().unwrap();
-    assert!((score(0) / score(2) - 1.7).abs() < 1e-3, "{found}");
-    assert!((score(1) / score(2) - 1.24).abs() < 1e-3, "{found}");
+    for (answer, asked) in
+        dog_question_ratios(&app, &token, "Lisbon was lovely. Who looked after the dog?").await
+    {
+        assert!((answer - 1.7).abs() < 1e-3, "{answer}");
+        assert!((asked - 1.24).abs() < 1e-3, "{asked}");
+    }
 }
 
 /// The message after a matching one in its session is found too, within the time filters.
