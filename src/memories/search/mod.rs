@@ -87,7 +87,7 @@ async fn neighbours(
     // holding a sub-select, and such calls cost 1 to 2 ms of PostgreSQL per hybrid search on
     // the evaluation.
     let rows = sqlx::query!(
-        r#"SELECT m.id, p.id AS "previous?", coalesce(p.asks, false) AS "follows_question!",
+        r#"SELECT m.id, p.id AS "previous?", coalesce(p.ends_asking, false) AS "follows_question!",
                 n.id AS "next?",
                 coalesce((SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
                           WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
@@ -111,7 +111,7 @@ async fn neighbours(
              SELECT p.id,
                     (SELECT mnemo_ends_asking(c.content) FROM agent_memory_chunks c
                      WHERE c.tenant_id = p.tenant_id AND c.user_id = p.user_id
-                       AND c.memory_id = p.id AND p.chunk_count = 1) AS asks
+                       AND c.memory_id = p.id AND p.chunk_count = 1) AS ends_asking
              FROM agent_memories p
              WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
                AND coalesce(p.agent_id, '') = coalesce(m.agent_id, '')
