@@ -538,11 +538,14 @@ def main(argv=None):
         log(f"eval: {err}")
         return 1
     n_questions = sum(len(c["questions"]) for c in convs)
-    docs_by_conv = {
-        c["id"]: message_documents(c, args.named) if args.as_messages else documents(c) + (distractor_documents(c, convs) if args.distractors else [])
-        + later_documents(c, convs, args.history)
-        for c in convs
-    }
+    if args.as_messages:
+        docs_by_conv = {c["id"]: message_documents(c, args.named) for c in convs}
+    else:
+        docs_by_conv = {
+            c["id"]: documents(c) + (distractor_documents(c, convs) if args.distractors else [])
+            + later_documents(c, convs, args.history)
+            for c in convs
+        }
     n_turns = sum(len(d) for d in docs_by_conv.values())
     log(f"dataset: {len(convs)} conversations, {n_turns} turns, {n_questions} questions")
     cat_counts = collections.Counter(q["category"] for c in convs for q in c["questions"])
