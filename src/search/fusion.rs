@@ -449,14 +449,48 @@ mod tests {
         assert_eq!(fused[0].similarity, None, "reported as not compared");
     }
 
-    fn stream<T>(previous: Option<T>, next: Option<T>) -> Stream<T> {
+    fn stream(previous: Option<&str>, next: Option<&str>) -> Stream<String> {
         Stream {
-            previous,
+            previous: previous.map(str::to_owned),
             follows_question: false,
-            next,
+            next: next.map(str::to_owned),
             asks: false,
             tells_time: false,
         }
+    }
+
+    fn streams<const N: usize>(
+        entries: [(&str, Stream<String>); N],
+    ) -> std::collections::HashMap<String, Stream<String>> {
+        entries
+            .into_iter()
+            .map(|(id, s)| (id.to_owned(), s))
+            .collect()
+    }
+
+    /// `question`, then `answer` after it in its stream, and `statement` alone; `question`
+    /// only asks when `only_asks`, else it ends with a question after saying something.
+    fn asked_then_answered(
+        question: &str,
+        only_asks: bool,
+    ) -> std::collections::HashMap<String, Stream<String>> {
+        streams([
+            (
+                question,
+                Stream {
+                    asks: only_asks,
+                    ..stream(None, Some("answer"))
+                },
+            ),
+            (
+                "answer",
+                Stream {
+                    follows_question: true,
+                    ..stream(Some(question), None)
+                },
+            ),
+            ("statement", stream(None, None)),
+        ])
     }
 
     #[test]
@@ -526,23 +560,12 @@ mod tests {
             KEYWORD_WEIGHT,
             None,
         );
-        let neighbours: std::collections::HashMap<String, Stream<String>> = [
-            (
-                "answer".to_string(),
-                stream(Some("question".to_string()), None),
-            ),
+        let neighbours = streams([
+            ("answer", stream(Some("question"), None)),
             // Its neighbour is not a hit: no lift.
-            (
-                "isolated".to_string(),
-                stream(Some("elsewhere".to_string()), None),
-            ),
-            (
-                "question".to_string(),
-                stream(None, Some("answer".to_string())),
-            ),
-        ]
-        .into_iter()
-        .collect();
+            ("isolated", stream(Some("elsewhere"), None)),
+            ("question", stream(None, Some("answer"))),
+        ]);
         lift_by_neighbours(&mut fused, &neighbours, LIFTS);
         let ids: Vec<&str> = fused.iter().map(|f| f.id.as_str()).collect();
         // answer: 0.9 + 0.2 × 0.5 = 1.0; question: 0.5 + 0.2 × 0.9 = 0.68.
@@ -574,19 +597,17 @@ mod tests {
             KEYWORD_WEIGHT,
             None,
         );
-        let streams: std::collections::HashMap<String, Stream<String>> = [
-            ("brutal".to_string(), stream(None, None)),
+        let dated = streams([
+            ("brutal", stream(None, None)),
             (
-                "date".to_string(),
+                "date",
                 Stream {
                     tells_time: true,
                     ..stream(None, None)
                 },
             ),
-        ]
-        .into_iter()
-        .collect();
-        lift_by_neighbours(&mut fused, &streams, LIFTS);
+        ]);
+        lift_by_neighbours(&mut fused, &dated, LIFTS);
         // date: 0.96 × 1.15 = 1.104.
         assert_eq!(fused[0].id, "date");
         assert!((fused[0].score - 0.96 * (1.0 + TIME_WEIGHT)).abs() < 1e-6);
@@ -606,25 +627,7 @@ mod tests {
             KEYWORD_WEIGHT,
             None,
         );
-        let streams: std::collections::HashMap<String, Stream<String>> = [
-            (
-                "question".to_string(),
-                Stream {
-                    asks: true,
-                    ..stream(None, Some("answer".to_string()))
-                },
-            ),
-            (
-                "answer".to_string(),
-                Stream {
-                    follows_question: true,
-                    ..stream(Some("question".to_string()), None)
-                },
-            ),
-            ("statement".to_string(), stream(None, None)),
-        ]
-        .into_iter()
-        .collect();
+        let streams = asked_then_answered("question", true);
         lift_by_neighbours(&mut fused, &streams, LIFTS);
         let scored: Vec<(&str, f32)> = fused.iter().map(|f| (f.id.as_str(), f.score)).collect();
         // question: 1.0 − 0.2 × 1.0 + 0.2 × 0.3 = 0.86; statement 0.8; answer: 0.3 + 0.2 × 1.0
@@ -653,23 +656,7 @@ mod tests {
             KEYWORD_WEIGHT,
             None,
         );
-        let streams: std::collections::HashMap<String, Stream<String>> = [
-            (
-                "asked".to_string(),
-                stream(None, Some("answer".to_string())),
-            ),
-            (
-                "answer".to_string(),
-                Stream {
-                    follows_question: true,
-                    ..stream(Some("asked".to_string()), None)
-                },
-            ),
-            ("statement".to_string(), stream(None, None)),
-        ]
-        .into_iter()
-        .collect();
-        lift_by_neighbours(&mut fused, &streams, LIFTS);
+        lift_by_neighbours(&mut fused, &asked_then_answered("asked", false), LIFTS);
         let scored: Vec<(&str, f32)> = fused.iter().map(|f| (f.id.as_str(), f.score)).collect();
         // asked: 1.0 + 0.2 × 0.3 = 1.06; answer: 0.3 + 0.2 × 1.0 + 0.3 × 1.0 = 0.8; statement 0.7.
         assert_eq!(scored[0].0, "asked");
