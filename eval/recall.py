@@ -175,13 +175,34 @@ def message_documents(conv, named=False):
             for session in conv["sessions"] for turn in session["turns"]]
 
 
-def ingest_messages(client, conv, token, named=False):
-    """Archives each session of `conv` as a chat session of its own: the first speaker's turns
-    from the user, the other's from the AI, a minute apart from noon of the session's date; with
-    `named`, each text opens with its speaker's name (`<Speaker>: <text>`)."""
+def mixed_sessions(conv):
+    """With --mixed: which of `conv`'s sessions are stored as detail memories (the first, third,
+    ...) and which are archived as chat messages (the second, fourth, ...)."""
+    as_memories = [s for i, s in enumerate(conv["sessions"]) if i % 2 == 0]
+    as_messages = [s for i, s in enumerate(conv["sessions"]) if i % 2 == 1]
+    return as_memories, as_messages
+
+
+def mixed_documents(conv):
+    """With --mixed: every turn as stored, the memories' `<date> <speaker>: <text>` and the
+    messages' `<Speaker>: <text>`, in dialogue order."""
+    as_memories, _ = mixed_sessions(conv)
+    memory_ids = {s["id"] for s in as_memories}
+    return [(turn["id"],
+             f"{session['date']} {turn['speaker']}: {turn['text']}"
+             if session["id"] in memory_ids else f"{turn['speaker']}: {turn['text']}",
+             {"conversation": conv["id"], "session": session["id"], "turn": turn["id"]})
+            for session in conv["sessions"] for turn in session["turns"]]
+
+
+def ingest_messages(client, conv, token, named=False, sessions=None):
+    """Archives each session of `conv` (or only `sessions`) as a chat session of its own: the
+    first speaker's turns from the user, the other's from the AI, a minute apart from noon of
+    the session's date; with `named`, each text opens with its speaker's name
+    (`<Speaker>: <text>`)."""
     first = conv["speakers"][0]
     count = 0
-    for session in conv["sessions"]:
+    for session in conv["sessions"] if sessions is None else sessions:
         batch = []
         for i, turn in enumerate(session["turns"]):
             when = f"{session['date']}T{12 + i // 60:02d}:{i % 60:02d}:00Z"
@@ -380,6 +401,9 @@ def run_mode(client, mode, convs, tokens_by_conv, limit, ks, notes, route="/api/
     """Scores one search mode over every question; returns (Scores or None, note)."""
     scores = Scores(ks)
     id_field = "message_id" if route == "/api/chat/search" else "memory_key"
+    # A recall hit is a memory or a message; each is keyed by its turn's id.
+    hit_id = ((lambda h: h.get("memory_key") or h.get("message_id")) if route == "/api/recall"
+              else (lambda h: h.get(id_field)))
     send_mode = True
     for conv in convs:
         token = tokens_by_conv[conv["id"]]
@@ -409,7 +433,7 @@ def run_mode(client, mode, convs, tokens_by_conv, limit, ks, notes, route="/api/
                 log(f"{mode}: search for {q['id']} failed: {problem_text(status, resp)}")
                 scores.add(q, [], None)
                 continue
-            keys = [h.get(id_field) for h in resp.get("hits", [])][:limit]
+            keys = [hit_id(h) for h in resp.get("hits", [])][:limit]
             scores.add(q, keys, latency)
     return scores, None
 
@@ -506,6 +530,12 @@ def main(argv=None):
     ap.add_argument("--named", action="store_true",
                     help="with --as-messages: each message's text opens with its speaker's name, "
                     "as a group chat's would (a chat with an assistant has no such names)")
+    ap.add_argument("--mixed", action="store_true",
+                    help="recall mode: each conversation's odd sessions are stored as detail "
+                    "memories (as by default) and its even ones archived as chat messages "
+                    "opening with their speaker's name (as with --as-messages --named); each "
+                    "question goes to POST /api/recall, which ranks both kinds in one list; "
+                    "--distractors adds the renamed other conversations as memories")
     ap.add_argument("--run-id", metavar="ID",
                     help="name the users eval-<ID>-<conversation> instead of a fresh run id, so "
                     "that a later run can search what this one stored (see --skip-ingest)")
@@ -520,6 +550,8 @@ def main(argv=None):
         ap.error("--history must be 0 or more")
     if args.as_messages and (args.distractors or args.history or args.one_user):
         ap.error("--as-messages takes no --distractors, --history or --one-user")
+    if args.mixed and (args.as_messages or args.history or args.one_user):
+        ap.error("--mixed takes no --as-messages, --history or --one-user")
     if args.named and not args.as_messages:
         ap.error("--named is for --as-messages (stored memories always name their speaker)")
     if args.one_user and (args.distractors or args.history or args.token):
@@ -540,6 +572,12 @@ def main(argv=None):
     n_questions = sum(len(c["questions"]) for c in convs)
     if args.as_messages:
         docs_by_conv = {c["id"]: message_documents(c, args.named) for c in convs}
+    elif args.mixed:
+        docs_by_conv = {
+            c["id"]: mixed_documents(c) + (distractor_documents(c, convs) if args.distractors
+                                           else [])
+            for c in convs
+        }
     else:
         docs_by_conv = {
             c["id"]: documents(c) + (distractor_documents(c, convs) if args.distractors else [])
@@ -592,6 +630,14 @@ def main(argv=None):
                 c0 = time.perf_counter()
                 if args.as_messages:
                     stored = ingest_messages(client, conv, token, args.named)
+                elif args.mixed:
+                    as_memories, as_messages = mixed_sessions(conv)
+                    memory_ids = {s["id"] for s in as_memories}
+                    memories = [d for d in docs_by_conv[conv["id"]]
+                                if d[2].get("distractor_for")
+                                or d[2]["session"] in memory_ids]
+                    stored = len(ingest(client, memories, token))
+                    stored += ingest_messages(client, conv, token, True, as_messages)
                 else:
                     stored = len(ingest(client, docs_by_conv[conv["id"]], token))
                 log(f"ingested {conv['id']}: {stored} turns in {time.perf_counter() - c0:.1f} s")
@@ -602,7 +648,8 @@ def main(argv=None):
             for mode in modes:
                 if mode in SEMANTIC_MODES and "embedding_wait" not in timing:
                     timing["embedding_wait"] = wait_for_embeddings(client)
-                route = "/api/chat/search" if args.as_messages else "/api/memories/search"
+                route = ("/api/chat/search" if args.as_messages
+                         else "/api/recall" if args.mixed else "/api/memories/search")
                 scores, unavailable = run_mode(client, mode, convs, tokens_by_conv, limit, ks,
                                                notes, route)
                 name = f"mnemo {mode}"
@@ -635,6 +682,7 @@ def main(argv=None):
           + (" (all in one user)" if args.one_user else "")
           + (" (as chat messages" + (", named" if args.named else "") + ")"
              if args.as_messages else "")
+          + (" (memories and chat messages, by /api/recall)" if args.mixed else "")
           + (f" (and {args.history} later turns each)" if args.history else "") + ", "
           f"{n_questions} questions" + ("" if args.bm25_only else f", server {args.url}"))
     print_report(results, ks, categories, timing, notes)
