@@ -2,9 +2,19 @@
 //! memories, conversation messages, long-term notes (by section) and task history.
 //!
 //! Each kind is searched with its own route's ranking (memories, messages and task history by
-//! words, meaning or both; note sections by words), and the kinds' lists are merged by
-//! reciprocal rank: a hit scores `1 / (60 + its rank within its kind)`. Scores of different
-//! kinds are not comparable (each kind's keyword rank depends on its own corpus), their ranks are.
+//! words, meaning or both; note sections by words), and the kinds' lists are merged by score.
+//! Memories, messages and task history share one scale in a semantic or hybrid search: the
+//! similarity to the question, or `w · share + (1 − w) · similarity`, where the share is the part
+//! of the question's word weight a text holds (see [`crate::search::fuse`]), plus the same lifts.
+//! By words alone a kind's scores are sums of term weights over its own corpus; divided by what a
+//! text holding every word would score, they become shares, comparable across kinds. A note
+//! section, ranked by words only, scores its share; beside kinds ranked by meaning it counts as
+//! as close in meaning as their average hit, as a memory not embedded yet does in its own search.
+//!
+//! Merging by reciprocal rank instead (`1 / (60 + rank within its kind)`) gave every kind's first
+//! hit the same place whatever it scored: a list of ten became the best five of two kinds. On the
+//! project's retrieval evaluation with a conversation's sessions stored half as memories and
+//! half as chat messages (`scripts/eval --mixed`), merging by score found more (see the README).
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
@@ -24,9 +34,6 @@ use crate::search::Corpus;
 use crate::search::query::{QUERY_CTE, idf_ranking};
 use crate::search::{QueryVector, SearchMode, TextQuery};
 use crate::state::AppState;
-
-/// The constant of reciprocal rank fusion across kinds.
-const RRF_K: f32 = 60.0;
 
 /// A kind of memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -89,7 +96,9 @@ pub struct RecallRequest {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RecallHit {
     pub kind: Kind,
-    /// Reciprocal-rank score across kinds; higher is better.
+    /// Score, comparable across kinds; higher is better. A hybrid hit's fused score, a semantic
+    /// hit's similarity (both as its own search route reports them), or, ranked by words alone,
+    /// the share of the question's word weight the text holds; each with its route's lifts.
     pub score: f32,
     /// Place within its kind (1 = best).
     pub kind_rank: u32,
@@ -177,7 +186,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// One ranked list over detail memories (`memory`), conversation messages (`message`),
 /// long-term notes by section (`note`) and task history (`task`). Each kind is ranked as its
-/// own search route ranks it; the lists are merged by reciprocal rank. Each hit says its kind,
+/// own search route ranks it, and the lists are merged by score: a hybrid hit's fused score, a
+/// semantic hit's similarity, and by words alone the share of the question's word weight a text
+/// holds, so one kind's weak hits do not push out another's strong ones. Each hit says its kind,
 /// its ids and how to read more: the `[MemoryRef: …]` placeholder and lines, the session and
 /// message, the note's agent and section heading, the task and where in it.
 #[utoipa::path(post, path = "/api/recall", tag = "recall",
@@ -263,6 +274,10 @@ pub async fn recall_in(
             .min(50);
     let mut lists: Vec<Vec<RecallHit>> = Vec::new();
     let mut degraded = false;
+    // The similarities of the hits ranked by meaning, for the note sections' scores.
+    let mut similarities: Vec<f32> = Vec::new();
+    let mut notes: Vec<RecallHit> = Vec::new();
+    let mut notes_at = 0;
     if kinds.contains(&Kind::Memory) {
         let search = SearchRequest {
             query: request.query.clone(),
@@ -277,12 +292,15 @@ pub async fn recall_in(
         };
         let found = crate::memories::store::search_memory(conn, &search, mode, vector).await?;
         degraded |= found.degraded;
+        let scale = Scale::of(found.mode, found.query_weight);
+        similarities.extend(found.hits.iter().filter_map(|h| h.similarity));
         lists.push(
             found
                 .hits
                 .into_iter()
                 .map(|h| {
                     let mut hit = RecallHit::new(Kind::Memory, h.snippet);
+                    hit.score = scale.apply(h.score);
                     hit.memory_key = Some(h.memory_key);
                     hit.placeholder = Some(h.placeholder);
                     hit.line_start = h.line_start;
@@ -306,6 +324,8 @@ pub async fn recall_in(
         let retention = retention_days.and_then(|d| i32::try_from(d).ok());
         let found = search_messages(conn, &search, retention, mode, vector).await?;
         degraded |= found.degraded;
+        let scale = Scale::of(found.mode, found.query_weight);
+        similarities.extend(found.hits.iter().filter_map(|h| h.similarity));
         lists.push(
             found
                 .hits
@@ -319,6 +339,7 @@ pub async fn recall_in(
                 .take(limit as usize)
                 .map(|h| {
                     let mut hit = RecallHit::new(Kind::Message, h.snippet);
+                    hit.score = scale.apply(h.score);
                     hit.session_id = Some(h.session_id);
                     hit.message_id = Some(h.message_id);
                     hit.sender = Some(h.sender);
@@ -330,7 +351,8 @@ pub async fn recall_in(
         );
     }
     if kinds.contains(&Kind::Note) {
-        lists.push(note_sections(conn, &text, filters.agent_id.as_deref(), limit).await?);
+        notes = note_sections(conn, &text, filters.agent_id.as_deref(), limit).await?;
+        notes_at = lists.len();
     }
     if kinds.contains(&Kind::Task) {
         let found = crate::tasks::workspace::search::search(
@@ -343,6 +365,8 @@ pub async fn recall_in(
         )
         .await?;
         degraded |= found.degraded;
+        let scale = Scale::of(found.mode, found.query_weight);
+        similarities.extend(found.hits.iter().filter_map(|h| h.similarity));
         lists.push(
             found
                 .hits
@@ -350,6 +374,7 @@ pub async fn recall_in(
                 .map(|h| {
                     let snippet = h.snippet.replace(['«', '»'], "**");
                     let mut hit = RecallHit::new(Kind::Task, snippet);
+                    hit.score = scale.apply(h.rank);
                     hit.task_id = Some(h.task_id);
                     hit.source = serde_json::to_value(h.source)
                         .ok()
@@ -361,6 +386,13 @@ pub async fn recall_in(
                 .collect(),
         );
     }
+    if !notes.is_empty() {
+        let keyword_weight =
+            vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight);
+        score_notes(&mut notes, &similarities, keyword_weight);
+        // In their place among the kinds, for ties.
+        lists.insert(notes_at, notes);
+    }
     Ok(RecallResults {
         mode: if degraded { SearchMode::Keyword } else { mode },
         degraded,
@@ -368,15 +400,44 @@ pub async fn recall_in(
     })
 }
 
-/// Merges per-kind lists (each best first) by reciprocal rank; ties keep kind order.
+/// How a kind's scores become comparable with the other kinds': ranked by words alone, divided
+/// by what a text holding every word of the question would score; else (similarities, fused
+/// scores) as they are.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Scale(Option<f32>);
+
+impl Scale {
+    fn of(ranked: SearchMode, query_weight: Option<f32>) -> Scale {
+        Scale(query_weight.filter(|w| ranked == SearchMode::Keyword && *w > 0.0))
+    }
+
+    fn apply(self, score: f32) -> f32 {
+        self.0.map_or(score, |w| score / w)
+    }
+}
+
+/// Scores note sections, whose `score` holds the share of the question's word weight each
+/// holds: beside hits ranked by meaning (`similarities`), a section counts as close in meaning
+/// as their average, fused with its share as a hybrid search fuses (`keyword_weight`); else its
+/// share is its score.
+fn score_notes(notes: &mut [RecallHit], similarities: &[f32], keyword_weight: f32) {
+    if similarities.is_empty() {
+        return;
+    }
+    let average = similarities.iter().sum::<f32>() / similarities.len() as f32;
+    for note in notes {
+        note.score = keyword_weight * note.score + (1.0 - keyword_weight) * average;
+    }
+}
+
+/// Merges per-kind lists (each best first, scores comparable across kinds) into the best
+/// `limit`, each hit with its place within its kind; equal scores keep the kinds' order.
 fn merge(lists: Vec<Vec<RecallHit>>, limit: usize) -> Vec<RecallHit> {
     let mut all: Vec<RecallHit> = lists
         .into_iter()
         .flat_map(|list| {
             list.into_iter().enumerate().map(|(i, mut hit)| {
-                let rank = u32::try_from(i + 1).unwrap_or(u32::MAX);
-                hit.kind_rank = rank;
-                hit.score = 1.0 / (RRF_K + rank as f32);
+                hit.kind_rank = u32::try_from(i + 1).unwrap_or(u32::MAX);
                 hit
             })
         })
@@ -395,10 +456,12 @@ struct NotesRow {
 struct RankedPiece {
     ord: i64,
     snippet: String,
+    /// The share of the question's word weight the section holds.
+    share: f32,
 }
 
 /// The caller's note sections (each heading with the text up to the next heading), ranked by
-/// the shared keyword ranking.
+/// the shared keyword ranking, each scored by the share of the question's word weight it holds.
 async fn note_sections(
     conn: &mut Scoped,
     text: &TextQuery,
@@ -444,7 +507,9 @@ async fn note_sections(
              WHERE numnode(q.pos) > 0 AND mnemo_memory_tsv(u.body) @@ q.q
          ), {ranking}
          SELECT s.ord, ts_headline('english', mnemo_memory_search_text(u.body), q.q,
-                    'StartSel=\"**\", StopSel=\"**\", MaxWords=35, MinWords=12') AS snippet
+                    'StartSel=\"**\", StopSel=\"**\", MaxWords=35, MinWords=12') AS snippet,
+                coalesce(s.score / nullif(greatest((SELECT weight FROM total), s.score), 0),
+                         0)::real AS share
          FROM scored s
          JOIN unnest($3::text[]) WITH ORDINALITY AS u(body, ord) ON u.ord = s.ord
          CROSS JOIN q
@@ -463,6 +528,7 @@ async fn note_sections(
         .filter_map(|r| {
             let (agent, header, _) = pieces.get(usize::try_from(r.ord - 1).ok()?)?;
             let mut hit = RecallHit::new(Kind::Note, r.snippet);
+            hit.score = r.share;
             hit.agent_id = Some(agent.clone());
             hit.header = header.clone();
             Some(hit)
@@ -483,19 +549,59 @@ mod tests {
         assert!(kinds(&[Kind::Note, Kind::Task]).is_empty());
     }
 
+    fn scored(kind: Kind, scores: &[f32]) -> Vec<RecallHit> {
+        scores
+            .iter()
+            .enumerate()
+            .map(|(i, score)| {
+                let mut hit = RecallHit::new(kind, format!("{kind:?} {i}"));
+                hit.score = *score;
+                hit
+            })
+            .collect()
+    }
+
     #[test]
-    fn kinds_merge_by_reciprocal_rank() {
-        let list = |kind: Kind, n: usize| -> Vec<RecallHit> {
-            (0..n)
-                .map(|i| RecallHit::new(kind, format!("{kind:?} {i}")))
-                .collect()
-        };
-        let merged = merge(vec![list(Kind::Memory, 3), list(Kind::Note, 1)], 3);
-        assert_eq!(merged.len(), 3);
-        // The two first places tie; the kind listed first stays first.
-        assert_eq!((merged[0].kind, merged[0].kind_rank), (Kind::Memory, 1));
-        assert_eq!((merged[1].kind, merged[1].kind_rank), (Kind::Note, 1));
-        assert_eq!((merged[2].kind, merged[2].kind_rank), (Kind::Memory, 2));
-        assert!(merged[0].score > merged[2].score);
+    fn kinds_merge_by_score() {
+        let merged = merge(
+            vec![
+                scored(Kind::Memory, &[0.9, 0.7, 0.4]),
+                scored(Kind::Message, &[0.8, 0.3]),
+                scored(Kind::Note, &[0.7]),
+            ],
+            4,
+        );
+        let places: Vec<(Kind, u32)> = merged.iter().map(|h| (h.kind, h.kind_rank)).collect();
+        // Equal scores keep the kinds' order; the weaker second message is left out.
+        assert_eq!(
+            places,
+            [
+                (Kind::Memory, 1),
+                (Kind::Message, 1),
+                (Kind::Memory, 2),
+                (Kind::Note, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn scores_by_words_alone_become_shares_of_the_question() {
+        assert_eq!(Scale::of(SearchMode::Keyword, Some(4.0)).apply(3.0), 0.75);
+        // Similarities and fused scores are comparable as they are.
+        assert_eq!(Scale::of(SearchMode::Hybrid, Some(4.0)).apply(0.6), 0.6);
+        assert_eq!(Scale::of(SearchMode::Semantic, None).apply(0.6), 0.6);
+        // No words matched, or a weight that cannot divide: left as they are.
+        assert_eq!(Scale::of(SearchMode::Keyword, None).apply(0.5), 0.5);
+        assert_eq!(Scale::of(SearchMode::Keyword, Some(0.0)).apply(0.5), 0.5);
+    }
+
+    #[test]
+    fn notes_beside_hits_by_meaning_count_as_their_average() {
+        let mut notes = scored(Kind::Note, &[1.0, 0.5]);
+        score_notes(&mut notes, &[], 0.3);
+        assert_eq!((notes[0].score, notes[1].score), (1.0, 0.5));
+        score_notes(&mut notes, &[0.6, 0.4], 0.3);
+        assert!((notes[0].score - (0.3 + 0.7 * 0.5)).abs() < 1e-6);
+        assert!((notes[1].score - (0.15 + 0.7 * 0.5)).abs() < 1e-6);
     }
 }

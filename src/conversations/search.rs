@@ -85,6 +85,11 @@ pub struct ChatSearchResults {
     pub hits: Vec<MessageHit>,
     /// More hits exist past `limit`.
     pub has_more: bool,
+    /// What a text holding every word of the query would score on the keyword side (none when
+    /// no words matched): a keyword-mode score divided by it is the share of the question a text
+    /// holds, comparable across kinds of text (see `POST /api/recall`). Not part of the answer.
+    #[serde(skip)]
+    pub query_weight: Option<f32>,
 }
 
 /// The caller's messages a search may see, as a CTE `msg`; binds $3..$7 (and the retention
@@ -550,10 +555,11 @@ pub async fn search_messages(
         near.iter().map(|n| (n.seq, n.alone.as_ref())),
         vector.map_or(0.0, |v| v.crowd_weight),
     );
+    let query_weight = keyword.iter().find_map(|k| k.query_weight);
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
-        keyword.iter().find_map(|k| k.query_weight),
+        query_weight,
     );
     let lifts = LIFTS.for_query(&text);
     let lifted = liftable(&ranked, limit as usize, lifts);
@@ -627,5 +633,6 @@ pub async fn search_messages(
         degraded,
         hits,
         has_more,
+        query_weight,
     })
 }

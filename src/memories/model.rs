@@ -399,6 +399,11 @@ pub struct SearchResults {
     pub hits: Vec<SearchHit>,
     /// More hits exist past `limit`.
     pub has_more: bool,
+    /// What a text holding every word of the query would score on the keyword side (none when
+    /// no words matched): a keyword-mode score divided by it is the share of the question a text
+    /// holds, comparable across kinds of text (see `POST /api/recall`). Not part of the answer.
+    #[serde(skip)]
+    pub query_weight: Option<f32>,
 }
 
 /// Query of `DELETE /api/memories/{key}`.

@@ -1259,6 +1259,92 @@ async fn recall_ranks_every_kind_in_one_list(pool: PgPool) {
     }
 }
 
+/// Recall merges the kinds by score: a kind's weak hits do not take the places of another's
+/// strong ones, and a hit by words scores the share of the question it holds.
+#[sqlx::test]
+async fn recall_merges_kinds_by_score(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let alice = app.token("acme", "alice");
+    for (key, content) in [
+        (
+            "timetable",
+            "The harbour ferry to Tavira leaves at seven every morning",
+        ),
+        ("late", "The Tavira ferry was late yesterday"),
+    ] {
+        expect(
+            app.put(&format!("/api/memories/{key}"), &alice)
+                .json(&json!({"content": content})),
+            201,
+        )
+        .await;
+    }
+    archive(
+        &app,
+        &alice,
+        "chat",
+        &[("m1", "user", "I like a ferry ride")],
+    )
+    .await;
+    expect(
+        app.post("/api/agents/travel/notes/operations", &alice)
+            .json(&json!({
+                "operation": "overwrite",
+                "content": "## Ferries\nTavira ferry leaves on the hour\n\n## Food\nclams\n"
+            })),
+        200,
+    )
+    .await;
+    let recall = |body: serde_json::Value| {
+        let app = &app;
+        let alice = &alice;
+        async move { expect(app.post("/api/recall", alice).json(&body), 200).await }
+    };
+    let question = "When does the Tavira ferry leave?";
+
+    // The two memories hold more of the question than the message's one word: by reciprocal
+    // rank the message (first of its kind) would take the second place.
+    let found =
+        recall(json!({"query": question, "kinds": ["memory", "message"], "limit": 2})).await;
+    let keys: Vec<&str> = found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["memory_key"].as_str().unwrap_or("message"))
+        .collect();
+    assert_eq!(keys, ["timetable", "late"], "{found}");
+    assert_eq!(found["hits"][1]["kind_rank"], 2, "{found}");
+    let found =
+        recall(json!({"query": question, "kinds": ["memory", "message"], "limit": 3})).await;
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits[2]["kind"], "message", "{found}");
+    assert_eq!(hits[2]["kind_rank"], 1, "{found}");
+    // Shares: the message holds one word of three, and the rarest two are missing.
+    let message = hits[2]["score"].as_f64().unwrap();
+    assert!(message > 0.0 && message < 0.5, "{found}");
+    let scores: Vec<f64> = hits.iter().map(|h| h["score"].as_f64().unwrap()).collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{found}");
+
+    // A note section holding every word of the question outranks a memory holding two.
+    let found = recall(json!({"query": question, "kinds": ["note", "memory"], "limit": 3})).await;
+    let hits = found["hits"].as_array().unwrap();
+    let order: Vec<(&str, &str)> = hits
+        .iter()
+        .map(|h| {
+            let kind = h["kind"].as_str().unwrap();
+            let id = h["memory_key"].as_str().or(h["header"].as_str()).unwrap();
+            (kind, id)
+        })
+        .collect();
+    assert_eq!(order[2], ("memory", "late"), "{found}");
+    assert!(order.contains(&("note", "## Ferries")), "{found}");
+    let note = hits.iter().find(|h| h["kind"] == "note").unwrap();
+    assert!(
+        (note["score"].as_f64().unwrap() - 1.0).abs() < 1e-4,
+        "the whole question: {found}"
+    );
+}
+
 /// A chat remembers beyond its window: the context recalls an earlier session's message that
 /// answers the new one, and leaves out what the window already holds.
 #[sqlx::test]

@@ -220,10 +220,11 @@ pub async fn search_memory(
         near.iter().map(|n| (n.memory_id, n.alone.as_ref())),
         vector.map_or(0.0, |v| v.crowd_weight),
     );
+    let query_weight = keyword.iter().find_map(|k| k.query_weight);
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
-        keyword.iter().find_map(|k| k.query_weight),
+        query_weight,
     );
     // Where the chunk each candidate shows starts: the keyword side's best when the words
     // matched, else the closest; None for a summary.
@@ -347,6 +348,7 @@ pub async fn search_memory(
         degraded,
         hits,
         has_more,
+        query_weight,
     })
 }
 

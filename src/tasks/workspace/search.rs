@@ -38,6 +38,9 @@ pub struct Found {
     pub more: bool,
     pub mode: SearchMode,
     pub degraded: bool,
+    /// What an item holding every word of the query would score on the keyword side (none when
+    /// no words matched; see [`crate::memories::model::SearchResults::query_weight`]).
+    pub query_weight: Option<f32>,
 }
 
 /// The caller's texts matching the query's words, as a CTE `hits` (item keys and `tsv`); `$3`
@@ -163,13 +166,18 @@ static DOCS: LazyLock<String> = LazyLock::new(|| {
 
 /// The end of a statement over documents in `from` (as [`DOCS`] makes them): the hit's fields
 /// with a snippet, matches in `«»`, in the order `order`.
-fn show(from: &str, order: &str) -> String {
+fn show(from: &str, order: &str, weight: bool) -> String {
+    let weight = if weight {
+        ", (SELECT weight FROM total) AS query_weight"
+    } else {
+        ""
+    };
     format!(
         "SELECT d.task_id, d.source, d.seq, d.step_id, d.part_index, d.char_offset,
                 d.tool_call_id, d.label,
                 ts_headline('english', left(d.doc, 100000), q.q,
                             'StartSel=«, StopSel=», MaxWords=30, MinWords=12, MaxFragments=2') AS snippet,
-                d.rank, d.at
+                d.rank, d.at{weight}
          FROM {from} d, q
          ORDER BY {order}"
     )
@@ -188,6 +196,9 @@ struct HitRow {
     snippet: String,
     rank: f32,
     at: DateTime<Utc>,
+    /// What an item holding every query term would score (keyword pages only).
+    #[sqlx(default)]
+    query_weight: Option<f32>,
 }
 
 #[derive(FromRow)]
@@ -285,12 +296,13 @@ pub async fn search(
     let degraded = mode.semantic() && vector.is_none();
     crate::search::begin_search(tx, vector.is_none()).await?;
     let Some(vector) = vector else {
-        let (hits, more) = by_words(tx, task_id, &text, offset, limit).await?;
+        let (hits, more, query_weight) = by_words(tx, task_id, &text, offset, limit).await?;
         return Ok(Found {
             hits,
             more,
             mode: if degraded { SearchMode::Keyword } else { mode },
             degraded,
+            query_weight,
         });
     };
 
@@ -335,7 +347,7 @@ pub async fn search(
                  WITH ORDINALITY AS k(task_id, source, seq, part_index, char_offset, score, ord)
          ), {docs}
          {}",
-        show("docs", "d.ord"),
+        show("docs", "d.ord", false),
         docs = DOCS.as_str()
     ))
     .bind(&text.any)
@@ -377,6 +389,7 @@ pub async fn search(
         more,
         mode,
         degraded: false,
+        query_weight,
     })
 }
 
@@ -407,7 +420,7 @@ async fn by_words(
     text: &TextQuery,
     offset: i64,
     limit: i64,
-) -> ApiResult<(Vec<SearchHit>, bool)> {
+) -> ApiResult<(Vec<SearchHit>, bool, Option<f32>)> {
     // Newest first among equal scores.
     let order = "d.rank DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index, d.char_offset";
     let sql = format!(
@@ -421,7 +434,7 @@ async fn by_words(
          )
          {}",
         keyword_ctes(),
-        show("page", order),
+        show("page", order, true),
         docs = DOCS.as_str(),
     );
     // Runtime-checked: built from the shared ranking SQL (see `keyword_ctes`).
@@ -434,6 +447,7 @@ async fn by_words(
         .fetch_all(&mut *tx)
         .await?;
     let (rows, more) = crate::pagination::split(rows, limit);
+    let query_weight = rows.iter().find_map(|r| r.query_weight);
     let hits = rows
         .into_iter()
         .enumerate()
@@ -443,7 +457,7 @@ async fn by_words(
             Some(hit)
         })
         .collect();
-    Ok((hits, more))
+    Ok((hits, more, query_weight))
 }
 
 /// The best [`CANDIDATES`] items by words, and the keyword score of each of `also` that the

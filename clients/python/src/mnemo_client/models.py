@@ -1286,7 +1286,9 @@ class RecallHit(Model):
     kind_rank: int
     """Place within its kind (1 = best)."""
     score: float
-    """Reciprocal-rank score across kinds; higher is better."""
+    """Score, comparable across kinds; higher is better. A hybrid hit's fused score, a semantic
+hit's similarity (both as its own search route reports them), or, ranked by words alone,
+the share of the question's word weight the text holds; each with its route's lifts."""
     snippet: str
     """The matching text (matched words in `**bold**` where the words matched)."""
     agent_id: str | None = None
