@@ -155,12 +155,30 @@ def load_dataset(folder: Path, limit):
     return convs[:limit] if limit else convs
 
 
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
+          "September", "October", "November", "December"]
+
+# How a stored memory opens: `--stamp` picks the form of its session's date.
+STAMP_STYLE = "iso"
+
+
+def stamped(date, speaker, text):
+    """A turn as a stored memory: its session's date (ISO `2024-03-02`, in the form `--stamp`
+    names) and its speaker, then the text."""
+    y, m, d = (int(x) for x in date.split("-"))
+    if STAMP_STYLE == "long":
+        return f"[7:30 pm on {d} {MONTHS[m - 1]}, {y}] {speaker}: {text}"
+    if STAMP_STYLE == "prose":
+        return f"On {d} {MONTHS[m - 1]} {y}, {speaker} said: {text}"
+    return f"{date} {speaker}: {text}"
+
+
 def documents(conv):
     """(memory key, stored content, metadata) for every turn, in dialogue order."""
     docs = []
     for session in conv["sessions"]:
         for turn in session["turns"]:
-            content = f"{session['date']} {turn['speaker']}: {turn['text']}"
+            content = stamped(session["date"], turn["speaker"], turn["text"])
             meta = {"conversation": conv["id"], "session": session["id"], "turn": turn["id"]}
             docs.append((turn["id"], content, meta))
     return docs
@@ -183,13 +201,39 @@ def mixed_sessions(conv):
     return as_memories, as_messages
 
 
+def renamed(other, conv):
+    """`other` as a distractor for `conv`: its two speakers renamed to `conv`'s (in the turns'
+    speakers and texts), its turn ids prefixed `x:<conv>:`."""
+    names = dict(zip(other["speakers"], conv["speakers"]))
+    pattern = re.compile(r"\b(%s)\b" % "|".join(re.escape(n) for n in names))
+
+    def rename(text):
+        return pattern.sub(lambda m: names[m.group(1)], text)
+
+    return dict(
+        other,
+        id=f"x-{conv['id']}-{other['id']}",
+        speakers=[names.get(n, n) for n in other["speakers"]],
+        sessions=[dict(session, turns=[dict(turn, id=f"x:{conv['id']}:{turn['id']}",
+                                            speaker=rename(turn["speaker"]),
+                                            text=rename(turn["text"]))
+                                       for turn in session["turns"]])
+                  for session in other["sessions"]],
+    )
+
+
+def mixed_conversations(conv, convs, distractors):
+    """With --mixed: `conv`, and with `distractors` the others renamed to its speakers."""
+    return [conv] + ([renamed(o, conv) for o in convs if o is not conv] if distractors else [])
+
+
 def mixed_documents(conv):
     """With --mixed: every turn as stored, the memories' `<date> <speaker>: <text>` and the
     messages' `<Speaker>: <text>`, in dialogue order."""
     as_memories, _ = mixed_sessions(conv)
     memory_ids = {s["id"] for s in as_memories}
     return [(turn["id"],
-             f"{session['date']} {turn['speaker']}: {turn['text']}"
+             stamped(session["date"], turn["speaker"], turn["text"])
              if session["id"] in memory_ids else f"{turn['speaker']}: {turn['text']}",
              {"conversation": conv["id"], "session": session["id"], "turn": turn["id"]})
             for session in conv["sessions"] for turn in session["turns"]]
@@ -535,7 +579,11 @@ def main(argv=None):
                     "memories (as by default) and its even ones archived as chat messages "
                     "opening with their speaker's name (as with --as-messages --named); each "
                     "question goes to POST /api/recall, which ranks both kinds in one list; "
-                    "--distractors adds the renamed other conversations as memories")
+                    "--distractors adds the other conversations, renamed, stored the same way")
+    ap.add_argument("--stamp", choices=["iso", "long", "prose"], default="iso",
+                    help="how a stored memory gives its session's date and speaker: iso "
+                    "'2024-03-02 Maya: ...' (default), long '[7:30 pm on 2 March, 2024] Maya: "
+                    "...', prose 'On 2 March 2024, Maya said: ...'")
     ap.add_argument("--run-id", metavar="ID",
                     help="name the users eval-<ID>-<conversation> instead of a fresh run id, so "
                     "that a later run can search what this one stored (see --skip-ingest)")
@@ -544,6 +592,10 @@ def main(argv=None):
                     "dataset and options stored (to measure another build's ranking on the same "
                     "database without waiting for the embedder again)")
     args = ap.parse_args(argv)
+    global STAMP_STYLE
+    STAMP_STYLE = args.stamp
+    if args.stamp != "iso" and args.as_messages:
+        ap.error("--stamp is for stored memories (messages carry their time apart)")
     if args.skip_ingest and not args.run_id:
         ap.error("--skip-ingest needs the --run-id of the run that stored the turns")
     if args.history < 0:
@@ -574,8 +626,8 @@ def main(argv=None):
         docs_by_conv = {c["id"]: message_documents(c, args.named) for c in convs}
     elif args.mixed:
         docs_by_conv = {
-            c["id"]: mixed_documents(c) + (distractor_documents(c, convs) if args.distractors
-                                           else [])
+            c["id"]: [d for m in mixed_conversations(c, convs, args.distractors)
+                      for d in mixed_documents(m)]
             for c in convs
         }
     else:
@@ -631,13 +683,13 @@ def main(argv=None):
                 if args.as_messages:
                     stored = ingest_messages(client, conv, token, args.named)
                 elif args.mixed:
-                    as_memories, as_messages = mixed_sessions(conv)
-                    memory_ids = {s["id"] for s in as_memories}
-                    memories = [d for d in docs_by_conv[conv["id"]]
-                                if d[2].get("distractor_for")
-                                or d[2]["session"] in memory_ids]
-                    stored = len(ingest(client, memories, token))
-                    stored += ingest_messages(client, conv, token, True, as_messages)
+                    stored = 0
+                    for c in mixed_conversations(conv, convs, args.distractors):
+                        as_memories, as_messages = mixed_sessions(c)
+                        memory_ids = {s["id"] for s in as_memories}
+                        memories = [d for d in mixed_documents(c) if d[2]["session"] in memory_ids]
+                        stored += len(ingest(client, memories, token))
+                        stored += ingest_messages(client, c, token, True, as_messages)
                 else:
                     stored = len(ingest(client, docs_by_conv[conv["id"]], token))
                 log(f"ingested {conv['id']}: {stored} turns in {time.perf_counter() - c0:.1f} s")
