@@ -133,13 +133,27 @@ pub async fn prepare(
     let Some(embedder) = state.embedder.as_ref().filter(|_| mode.semantic()) else {
         return Ok((mode, None));
     };
-    let text = names::embedded_text(caller, corpora, query).await?;
-    match embedder.embed_query(&text).await {
-        Ok(vector) => Ok((
+    let embedded = names::embedded_text(caller, corpora, query).await?;
+    let vector = match &embedded.halved {
+        None => embedder
+            .embed_query(&embedded.text)
+            .await
+            .map(|v| v.as_ref().clone()),
+        // Embedded together: concurrent queries join one model call.
+        Some(halved) => match tokio::join!(
+            embedder.embed_query(&embedded.text),
+            embedder.embed_query(halved)
+        ) {
+            (Ok(a), Ok(b)) => Ok(mean_direction(&a, &b)),
+            (Err(err), _) | (_, Err(err)) => Err(err),
+        },
+    };
+    match vector {
+        Ok(values) => Ok((
             mode,
             Some(QueryVector {
                 model_id: embedder.model_id().to_owned(),
-                values: vector.as_ref().clone(),
+                values,
                 keyword_weight: state.config.search_keyword_weight,
                 crowd_weight: state.config.search_crowd_weight,
             }),
@@ -151,9 +165,30 @@ pub async fn prepare(
     }
 }
 
+/// The normalised mean of two unit vectors: cosine similarity to it ranks texts by the mean of
+/// their similarities to the two. Opposite vectors have no mean direction; the first is kept.
+fn mean_direction(a: &[f32], b: &[f32]) -> Vec<f32> {
+    let sum: Vec<f32> = a.iter().zip(b).map(|(x, y)| x + y).collect();
+    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 1e-6 {
+        sum.into_iter().map(|x| x / norm).collect()
+    } else {
+        a.to_vec()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mean_direction_of_two_vectors_is_a_unit_vector_between_them() {
+        let mean = mean_direction(&[1.0, 0.0], &[0.0, 1.0]);
+        let half = 0.5f32.sqrt();
+        assert!((mean[0] - half).abs() < 1e-6 && (mean[1] - half).abs() < 1e-6);
+        assert_eq!(mean_direction(&[1.0, 0.0], &[1.0, 0.0]), [1.0, 0.0]);
+        assert_eq!(mean_direction(&[1.0, 0.0], &[-1.0, 0.0]), [1.0, 0.0]);
+    }
 
     #[test]
     fn modes_default_to_what_the_server_can_do() {

@@ -1996,8 +1996,8 @@ async fn task_search_degrades_and_backfills(pool: PgPool) {
 }
 
 /// A name most of the caller's texts hold (a speaker's, opening each turn) stands as "someone" in
-/// the query the model embeds, so the texts holding it are no nearer for it; a rarer name stays
-/// in. Memories and messages alike.
+/// the query the model embeds, so the texts holding it are no nearer for it; a name of a
+/// middling share keeps half its weight, and a rare one stays in. Memories and messages alike.
 #[sqlx::test]
 async fn a_name_most_texts_hold_leaves_the_embedded_query(pool: PgPool) {
     let app = with_embedder(pool, Embedder::hashing(256)).await;
@@ -2032,15 +2032,25 @@ async fn a_name_most_texts_hold_leaves_the_embedded_query(pool: PgPool) {
         "{found}"
     );
     assert!(similarity(&found, "coffee") < 0.01, "{found}");
-    // Hana is in one text of six: the name stays, and the text holding it (and Omar's name,
-    // which stands as "someone") shares one word of four with the query.
+    // Hana is in one text of six, a middling share: the query is embedded as "Did someone meet
+    // Hana?" (a, where the text holding Hana shares one word of four: a cosine of 1/(2·√2)) and
+    // as "Did someone meet someone?" (b, none), and searched by the mean direction of the two.
     let found = expect(search("Did Omar meet Hana?"), 200).await;
     assert_eq!(keys(&found)[0], "hana", "{found}");
+    let a_b = 2.0 / 6f64.sqrt(); // cos(a, b): did, someone, meet against did, someone ×2, meet
+    let halved = 0.125f64.sqrt() / (2.0 + 2.0 * a_b).sqrt();
     assert!(
-        (similarity(&found, "hana") - 0.125f64.sqrt()).abs() < 0.01,
+        (similarity(&found, "hana") - halved).abs() < 0.01,
         "{found}"
     );
     assert!(similarity(&found, "weekend") < 0.01, "{found}");
+    // A name no text holds is what the question is about: it stays as written ("Did Zed
+    // propose?" shares one word of three with "propose needle").
+    let found = expect(search("Did Zed propose?"), 200).await;
+    assert!(
+        (similarity(&found, "answer") - 6f64.sqrt().recip()).abs() < 0.01,
+        "{found}"
+    );
     // A stopword as a name holds no share; Omar still stands in.
     let found = expect(search("Did The Omar meet Zed?"), 200).await;
     assert!(similarity(&found, "coffee") < 0.01, "{found}");
