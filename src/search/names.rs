@@ -45,8 +45,12 @@ pub const FREQUENT_SHARE: f64 = 0.2;
 /// the things a question is about, which measured best kept as written.
 pub const HALF_SHARE: f64 = 0.02;
 
-/// The newest texts of a kind a name's share is counted in.
-pub const NAME_SAMPLE: i64 = 1000;
+/// The newest texts of a kind a name's share is counted in: as many as a keyword search's term
+/// sample, so that a history of a few thousand texts is counted whole. A history stored one
+/// conversation after another has its newest texts from the last conversations only: sampled
+/// smaller than the history (200 of 751 texts), the speakers of the others counted as rare and
+/// the last one's as frequent, and hybrid recall@10 of the project's evaluation fell 3.7 points.
+pub const NAME_SAMPLE: i64 = 5000;
 
 /// Most distinct names of a query counted; the others stay as written.
 pub const MOST_NAMES: usize = 8;
