@@ -120,8 +120,9 @@ pub async fn begin_search(conn: &mut Scoped, words_only: bool) -> Result<(), sql
 
 /// The mode of a search and its query's embedding, made before the search's transaction opens
 /// so that no connection waits on the model. The names in `query` that the caller's texts of
-/// `corpora` are full of stand as "someone" in the embedded text (see [`names`]). When the
-/// embedder fails the vector is `None` and the search serves keyword results marked degraded.
+/// `corpora` are full of stand as "someone" in the embedded text, and those of a middling share
+/// keep half their weight (see [`names`]). When the embedder fails the vector is `None` and the
+/// search serves keyword results marked degraded.
 pub async fn prepare(
     state: &AppState,
     caller: &Caller,
