@@ -549,7 +549,9 @@ def main(argv=None):
     ap.add_argument("--modes", default="keyword,semantic,hybrid")
     ap.add_argument("--k", default="5,10", help="recall cut-offs, comma-separated; searches ask "
                     "for max(10, largest k) hits, which is also the MRR cut-off")
-    ap.add_argument("--dataset", default=str(Path(__file__).resolve().parent / "dataset"))
+    ap.add_argument("--dataset", action="append",
+                    help="a folder of conversations (default eval/dataset); given twice or more, "
+                    "the folders' conversations are measured together")
     ap.add_argument("--out", help="write the full results (per question) to this JSON file")
     ap.add_argument("--limit-conversations", type=int, default=0, metavar="N",
                     help="only the first N conversations (a quick run)")
@@ -617,7 +619,12 @@ def main(argv=None):
     limit = max(10, ks[-1])
 
     try:
-        convs = load_dataset(Path(args.dataset), args.limit_conversations)
+        folders = args.dataset or [str(Path(__file__).resolve().parent / "dataset")]
+        convs = [c for f in folders for c in load_dataset(Path(f), 0)]
+        if len({c["id"] for c in convs}) != len(convs):
+            raise Fatal("the datasets share a conversation id")
+        if args.limit_conversations:
+            convs = convs[:args.limit_conversations]
     except Fatal as err:
         log(f"eval: {err}")
         return 1
