@@ -292,7 +292,7 @@ pub async fn recall_in(
         };
         let found = crate::memories::store::search_memory(conn, &search, mode, vector).await?;
         degraded |= found.degraded;
-        let scale = Scale::of(found.mode, found.query_weight);
+        let scale = Scale::of(found.words_weight);
         similarities.extend(found.hits.iter().filter_map(|h| h.similarity));
         lists.push(
             found
@@ -324,7 +324,7 @@ pub async fn recall_in(
         let retention = retention_days.and_then(|d| i32::try_from(d).ok());
         let found = search_messages(conn, &search, retention, mode, vector).await?;
         degraded |= found.degraded;
-        let scale = Scale::of(found.mode, found.query_weight);
+        let scale = Scale::of(found.words_weight);
         similarities.extend(found.hits.iter().filter_map(|h| h.similarity));
         lists.push(
             found
@@ -365,7 +365,7 @@ pub async fn recall_in(
         )
         .await?;
         degraded |= found.degraded;
-        let scale = Scale::of(found.mode, found.query_weight);
+        let scale = Scale::of(found.words_weight);
         similarities.extend(found.hits.iter().filter_map(|h| h.similarity));
         lists.push(
             found
@@ -400,15 +400,16 @@ pub async fn recall_in(
     })
 }
 
-/// How a kind's scores become comparable with the other kinds': ranked by words alone, divided
-/// by what a text holding every word of the question would score; else (similarities, fused
-/// scores) as they are.
+/// How a kind's scores become comparable with the other kinds': ranked by words alone (keyword
+/// mode, a degraded search, or texts not embedded yet), divided by what a text holding every
+/// word of the question would score; else (similarities, fused scores) as they are.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Scale(Option<f32>);
 
 impl Scale {
-    fn of(ranked: SearchMode, query_weight: Option<f32>) -> Scale {
-        Scale(query_weight.filter(|w| ranked == SearchMode::Keyword && *w > 0.0))
+    /// `words_weight`: the search's, set only when words alone ranked it.
+    fn of(words_weight: Option<f32>) -> Scale {
+        Scale(words_weight.filter(|w| *w > 0.0))
     }
 
     fn apply(self, score: f32) -> f32 {
@@ -586,13 +587,11 @@ mod tests {
 
     #[test]
     fn scores_by_words_alone_become_shares_of_the_question() {
-        assert_eq!(Scale::of(SearchMode::Keyword, Some(4.0)).apply(3.0), 0.75);
-        // Similarities and fused scores are comparable as they are.
-        assert_eq!(Scale::of(SearchMode::Hybrid, Some(4.0)).apply(0.6), 0.6);
-        assert_eq!(Scale::of(SearchMode::Semantic, None).apply(0.6), 0.6);
-        // No words matched, or a weight that cannot divide: left as they are.
-        assert_eq!(Scale::of(SearchMode::Keyword, None).apply(0.5), 0.5);
-        assert_eq!(Scale::of(SearchMode::Keyword, Some(0.0)).apply(0.5), 0.5);
+        assert_eq!(Scale::of(Some(4.0)).apply(3.0), 0.75);
+        // Similarities and fused scores (no words weight) are comparable as they are; so is a
+        // weight that cannot divide.
+        assert_eq!(Scale::of(None).apply(0.6), 0.6);
+        assert_eq!(Scale::of(Some(0.0)).apply(0.5), 0.5);
     }
 
     #[test]

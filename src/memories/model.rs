@@ -399,11 +399,12 @@ pub struct SearchResults {
     pub hits: Vec<SearchHit>,
     /// More hits exist past `limit`.
     pub has_more: bool,
-    /// What a text holding every word of the query would score on the keyword side (none when
-    /// no words matched): a keyword-mode score divided by it is the share of the question a text
-    /// holds, comparable across kinds of text (see `POST /api/recall`). Not part of the answer.
+    /// When words alone ranked the hits (keyword mode, a degraded search, or no candidate had a
+    /// vector yet), what a text holding every word of the query would score: the scores divided
+    /// by it are shares of the question, comparable across kinds of text (see `POST
+    /// /api/recall`). None when the scores are similarities or fused ones. Not part of the answer.
     #[serde(skip)]
-    pub query_weight: Option<f32>,
+    pub words_weight: Option<f32>,
 }
 
 /// Query of `DELETE /api/memories/{key}`.

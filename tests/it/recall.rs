@@ -1345,6 +1345,53 @@ async fn recall_merges_kinds_by_score(pool: PgPool) {
     );
 }
 
+/// In a hybrid recall, memories written a moment ago (not embedded yet) are ranked by words alone:
+/// their scores come as shares of the question, not as sums of term weights that would outrank
+/// every similarity.
+#[sqlx::test]
+async fn a_recall_compares_texts_not_embedded_yet_by_their_share(pool: PgPool) {
+    let app = TestApp::with_embedder(pool, Embedder::hashing(256)).await;
+    let alice = app.token("acme", "alice");
+    archive(
+        &app,
+        &alice,
+        "chat",
+        &[("m1", "user", "the Tavira ferry leaves at seven")],
+    )
+    .await;
+    drain(&app).await;
+    // Twenty memories, one holding a word of the question: by words alone it scores that word's
+    // weight (about 2, above any similarity), a small share of the question's.
+    for i in 0..19 {
+        expect(
+            app.put(&format!("/api/memories/garden-{i}"), &alice)
+                .json(&json!({"content": format!("planted bulbs in bed {i}")})),
+            201,
+        )
+        .await;
+    }
+    expect(
+        app.put("/api/memories/ride", &alice)
+            .json(&json!({"content": "I like a ferry ride"})),
+        201,
+    )
+    .await;
+    let found = expect(
+        app.post("/api/recall", &alice).json(&json!({
+            "query": "When does the Tavira ferry leave?",
+            "kinds": ["memory", "message"],
+            "mode": "hybrid"
+        })),
+        200,
+    )
+    .await;
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits[0]["message_id"], "m1", "{found}");
+    let ride = hits.iter().find(|h| h["memory_key"] == "ride").unwrap();
+    let score = ride["score"].as_f64().unwrap();
+    assert!(score > 0.0 && score < 0.5, "{found}");
+}
+
 /// A chat remembers beyond its window: the context recalls an earlier session's message that
 /// answers the new one, and leaves out what the window already holds.
 #[sqlx::test]

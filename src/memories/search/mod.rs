@@ -348,7 +348,8 @@ pub async fn search_memory(
         degraded,
         hits,
         has_more,
-        query_weight,
+        // Without a vector candidate, `fuse` ranks by the keyword scores themselves.
+        words_weight: query_weight.filter(|_| near.is_empty()),
     })
 }
 

@@ -38,9 +38,9 @@ pub struct Found {
     pub more: bool,
     pub mode: SearchMode,
     pub degraded: bool,
-    /// What an item holding every word of the query would score on the keyword side (none when
-    /// no words matched; see [`crate::memories::model::SearchResults::query_weight`]).
-    pub query_weight: Option<f32>,
+    /// When words alone ranked the hits, what an item holding every word of the query would
+    /// score (see [`crate::memories::model::SearchResults::words_weight`]).
+    pub words_weight: Option<f32>,
 }
 
 /// The caller's texts matching the query's words, as a CTE `hits` (item keys and `tsv`); `$3`
@@ -302,7 +302,7 @@ pub async fn search(
             more,
             mode: if degraded { SearchMode::Keyword } else { mode },
             degraded,
-            query_weight,
+            words_weight: query_weight,
         });
     };
 
@@ -389,7 +389,8 @@ pub async fn search(
         more,
         mode,
         degraded: false,
-        query_weight,
+        // Without a vector candidate, `fuse` ranks by the keyword scores themselves.
+        words_weight: query_weight.filter(|_| near.is_empty()),
     })
 }
 
