@@ -8,8 +8,8 @@
 //! tells them apart no better by meaning than by words, where its weight is already its
 //! frequency (see [`super::query::term_weights`]).
 //!
-//! So before a query is embedded, each of its names (as the keyword side reads them: a word
-//! after the first that begins with a capital letter) held by at least [`FREQUENT_SHARE`] of the
+//! So before a query is embedded, each of its names (a word that begins with a capital letter
+//! and opens no sentence, other than the pronoun "I"; see [`names`]) held by at least [`FREQUENT_SHARE`] of the
 //! caller's newest [`NAME_SAMPLE`] texts of a kind searched stands as "someone": "Where did
 //! someone pop the question?". A rarer name (Hana, Portugal, the Space Needle) is what the
 //! question is about and stays. The keyword side reads the query as written, so the named
@@ -60,14 +60,18 @@ pub const MOST_NAMES: usize = 8;
 /// distractors.
 const STAND_IN: &str = "someone";
 
-/// Where the names of `query` are: each word after the first (split at whitespace, not an
-/// `-excluded` one) that begins with a capital letter, without the punctuation around it or a
-/// possessive `'s`.
+/// Where the names of `query` are: each word (split at whitespace, not an `-excluded` one) that
+/// begins with a capital letter, without the punctuation around it or a possessive `'s`, except
+/// a word that opens a sentence (the first, or one after a word ending in `.`, `!` or `?`) and
+/// the pronoun "I" with its contractions ("I'm", "I've"). A chat's message is often several
+/// sentences ("Thanks! Remind me when Ruth graduates?"), and its sentences' first words and its
+/// "I'm" are no names, however many texts hold them.
 pub fn names(query: &str) -> Vec<Range<usize>> {
     let mut found = Vec::new();
-    let mut first = true;
+    let mut opens_sentence = true;
     for (start, word) in words(query) {
-        if std::mem::take(&mut first) || word.starts_with('-') {
+        let opening = std::mem::replace(&mut opens_sentence, ends_sentence(word));
+        if opening || word.starts_with('-') || is_pronoun_i(word) {
             continue;
         }
         let lead = word.len()
@@ -84,6 +88,30 @@ pub fn names(query: &str) -> Vec<Range<usize>> {
         }
     }
     found
+}
+
+/// Whether `word` ends a sentence: its last character, closing quotes and brackets aside, is
+/// `.`, `!` or `?` (or `…`), and it is no title or initial before a name ("Dr.", "J.").
+fn ends_sentence(word: &str) -> bool {
+    let word = word.trim_end_matches(['"', '\'', '\u{2019}', '\u{201d}', ')', ']']);
+    if !word.ends_with(['.', '!', '?', '\u{2026}']) {
+        return false;
+    }
+    let bare = word.trim_start_matches(['"', '\'', '\u{201c}', '(', '[']);
+    let abbreviation = bare.strip_suffix('.').is_some_and(|b| {
+        b.chars().count() == 1 && b.starts_with(char::is_uppercase)
+            || ["Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Mt", "Jr", "Sr"].contains(&b)
+    });
+    !abbreviation
+}
+
+/// The pronoun "I", alone or in a contraction ("I'm", "I’ve"), opening quotes and brackets aside.
+fn is_pronoun_i(word: &str) -> bool {
+    let word = word.trim_start_matches(['"', '\'', '\u{201c}', '(', '[']);
+    word == "I"
+        || word.strip_prefix('I').is_some_and(|rest| {
+            rest.starts_with(['\'', '\u{2019}']) || !rest.starts_with(char::is_alphanumeric)
+        })
 }
 
 /// The words of `text` split at whitespace, each with its byte offset.
@@ -262,6 +290,20 @@ mod tests {
         assert_eq!(named("when did Ömer go"), ["Ömer"]);
         assert_eq!(named(""), Vec::<&str>::new());
         assert_eq!(named("what about ... ?"), Vec::<&str>::new());
+        // A sentence's first word and the pronoun I are no names.
+        assert_eq!(
+            named("Thanks! Remind me when Ruth graduates. Yesterday I asked Omar."),
+            ["Ruth", "Omar"]
+        );
+        assert_eq!(named("Can you tell what I'm allergic to, Sam?"), ["Sam"]);
+        assert_eq!(named("did I’ve or I'd or I, or (I) meet Ida"), ["Ida"]);
+        assert_eq!(named("\"Really?\" Nadia asked"), Vec::<&str>::new());
+        assert_eq!(named("Was it (Oct. 3) Ines"), ["Oct", "Ines"]);
+        // A title or an initial ends no sentence.
+        assert_eq!(
+            named("When did Dr. Okafor meet J. K. Rowling?"),
+            ["Dr", "Okafor", "J", "K", "Rowling"]
+        );
     }
 
     #[test]
