@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::{LIFTS, Stream};
-use crate::search::fusion::{candidates, set_crowding};
+use crate::search::fusion::{candidates, set_crowding, words_weight};
 use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
     matches_cte, scored_cte,
@@ -557,6 +557,7 @@ pub async fn search_messages(
         vector.map_or(0.0, |v| v.crowd_weight),
     );
     let query_weight = keyword.iter().find_map(|k| k.query_weight);
+    let words_weight = words_weight(&candidates, query_weight);
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
@@ -634,7 +635,6 @@ pub async fn search_messages(
         degraded,
         hits,
         has_more,
-        // Without a vector candidate, `fuse` ranks by the keyword scores themselves.
-        words_weight: query_weight.filter(|_| near.is_empty()),
+        words_weight,
     })
 }

@@ -135,6 +135,14 @@ pub fn fuse<T: Clone>(
     fused
 }
 
+/// The weight by which [`fuse`]'s scores of `candidates` become shares of the question (what a
+/// text holding every query term scores, `query_weight`), when they are keyword scores
+/// themselves: no candidate has a similarity. None when they are similarities or fused scores,
+/// already on the scale every kind of text shares.
+pub fn words_weight<T>(candidates: &[Candidate<T>], query_weight: Option<f32>) -> Option<f32> {
+    query_weight.filter(|_| candidates.iter().all(|c| c.similarity.is_none()))
+}
+
 /// Share of its score a text that only asks loses (see [`lift_by_neighbours`]).
 pub const ASKING_DISCOUNT: f32 = 0.2;
 
@@ -361,6 +369,15 @@ mod tests {
             similarity,
             crowding: 0.0,
         }
+    }
+
+    #[test]
+    fn only_keyword_scores_have_a_words_weight() {
+        let words = [c("a", Some(2.0), None), c("b", Some(1.0), None)];
+        assert_eq!(words_weight(&words, Some(4.0)), Some(4.0));
+        let fused = [c("a", Some(2.0), None), c("b", None, Some(0.5))];
+        assert_eq!(words_weight(&fused, Some(4.0)), None);
+        assert_eq!(words_weight(&words, None), None);
     }
 
     /// A keyword score counts as its share of what a text holding every query term would score:

@@ -16,7 +16,7 @@ use super::store::check_metadata;
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
 use crate::search::fusion::{LIFTS, Stream};
-use crate::search::fusion::{candidates, set_crowding};
+use crate::search::fusion::{candidates, set_crowding, words_weight};
 use crate::search::when::tells_time;
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
@@ -221,6 +221,7 @@ pub async fn search_memory(
         vector.map_or(0.0, |v| v.crowd_weight),
     );
     let query_weight = keyword.iter().find_map(|k| k.query_weight);
+    let words_weight = words_weight(&candidates, query_weight);
     let mut ranked = fuse(
         candidates,
         vector.map_or(crate::search::fusion::KEYWORD_WEIGHT, |v| v.keyword_weight),
@@ -348,8 +349,7 @@ pub async fn search_memory(
         degraded,
         hits,
         has_more,
-        // Without a vector candidate, `fuse` ranks by the keyword scores themselves.
-        words_weight: query_weight.filter(|_| near.is_empty()),
+        words_weight,
     })
 }
 

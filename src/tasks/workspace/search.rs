@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::model::*;
 use crate::db::Scoped;
 use crate::error::ApiResult;
-use crate::search::fusion::{candidates, set_crowding};
+use crate::search::fusion::{candidates, set_crowding, words_weight};
 use crate::search::query::{QUERY_CTE, idf_ranking};
 use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse};
@@ -329,6 +329,7 @@ pub async fn search(
     let mut candidates = candidates(&words, &pairs);
     let alone = near.iter().map(|n| (n.item.clone(), n.alone.as_ref()));
     set_crowding(&mut candidates, alone, vector.crowd_weight);
+    let words_weight = words_weight(&candidates, query_weight);
     let mut ranked = fuse(candidates, vector.keyword_weight, query_weight);
     let start = usize::try_from(offset).unwrap_or(usize::MAX);
     let end = start.saturating_add(usize::try_from(limit).unwrap_or(usize::MAX));
@@ -389,8 +390,7 @@ pub async fn search(
         more,
         mode,
         degraded: false,
-        // Without a vector candidate, `fuse` ranks by the keyword scores themselves.
-        words_weight: query_weight.filter(|_| near.is_empty()),
+        words_weight,
     })
 }
 
