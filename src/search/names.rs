@@ -188,20 +188,14 @@ pub async fn embedded_text(
             distinct.push(word);
         }
     }
-    let mut frequent = HashSet::new();
-    let mut middling = HashSet::new();
+    // Each name's share in each corpus: kept from the last minute, else counted below.
+    let mut shares: Vec<(&str, f64)> = Vec::new();
     let mut missing: Vec<(&Corpus, Vec<&str>)> = Vec::new();
     for corpus in corpora {
         let mut unknown = Vec::new();
         for &word in &distinct {
             match caller.name_share(corpus.kind, word) {
-                Some(share) if share >= FREQUENT_SHARE => {
-                    frequent.insert(word);
-                }
-                Some(share) if share >= HALF_SHARE => {
-                    middling.insert(word);
-                }
-                Some(_) => {}
+                Some(share) => shares.push((word, share)),
                 None => unknown.push(word),
             }
         }
@@ -212,16 +206,19 @@ pub async fn embedded_text(
     if !missing.is_empty() {
         let mut tx = caller.begin().await?;
         for (corpus, words) in missing {
-            let shares = count_shares(&mut tx, corpus, &words).await?;
-            for (word, share) in words.into_iter().zip(shares) {
-                if share >= FREQUENT_SHARE {
-                    frequent.insert(word);
-                } else if share >= HALF_SHARE {
-                    middling.insert(word);
-                }
-            }
+            let counted = count_shares(&mut tx, corpus, &words).await?;
+            shares.extend(words.into_iter().zip(counted));
         }
         tx.end_read_only();
+    }
+    let mut frequent = HashSet::new();
+    let mut middling = HashSet::new();
+    for (word, share) in shares {
+        if share >= FREQUENT_SHARE {
+            frequent.insert(word);
+        } else if share >= HALF_SHARE {
+            middling.insert(word);
+        }
     }
     Ok(EmbeddedQuery::of(query, &names, &frequent, &middling))
 }
