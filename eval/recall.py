@@ -158,39 +158,37 @@ def load_dataset(folder: Path, limit):
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December"]
 
-# How a stored memory opens: `--stamp` picks the form of its session's date.
-STAMP_STYLE = "iso"
-
-
-def stamped(date, speaker, text):
-    """A turn as a stored memory: its session's date (ISO `2024-03-02`, in the form `--stamp`
-    names) and its speaker, then the text."""
+def stamped(date, speaker, text, stamp="iso"):
+    """A turn as a stored memory: its session's date (ISO `2024-03-02`, written in the form
+    `stamp` (`--stamp`) names) and its speaker, then the text."""
     y, m, d = (int(x) for x in date.split("-"))
-    if STAMP_STYLE == "long":
+    if stamp == "long":
         return f"[7:30 pm on {d} {MONTHS[m - 1]}, {y}] {speaker}: {text}"
-    if STAMP_STYLE == "prose":
+    if stamp == "prose":
         return f"On {d} {MONTHS[m - 1]} {y}, {speaker} said: {text}"
     return f"{date} {speaker}: {text}"
 
 
-def documents(conv):
-    """(memory key, stored content, metadata) for every turn, in dialogue order."""
+def documents(conv, stamp="iso", sessions=None):
+    """(memory key, stored content, metadata) for every turn (of `sessions` only, when given),
+    in dialogue order."""
     docs = []
-    for session in conv["sessions"]:
+    for session in conv["sessions"] if sessions is None else sessions:
         for turn in session["turns"]:
-            content = stamped(session["date"], turn["speaker"], turn["text"])
+            content = stamped(session["date"], turn["speaker"], turn["text"], stamp)
             meta = {"conversation": conv["id"], "session": session["id"], "turn": turn["id"]}
             docs.append((turn["id"], content, meta))
     return docs
 
 
-def message_documents(conv, named=False):
-    """(message id, stored text, metadata) for every turn as a chat message: the text as said,
-    with no date (a chat's messages carry it as their time), and with its speaker's name only
-    when `named`."""
+def message_documents(conv, named=False, sessions=None):
+    """(message id, stored text, metadata) for every turn (of `sessions` only, when given) as a
+    chat message: the text as said, with no date (a chat's messages carry it as their time),
+    and with its speaker's name only when `named`."""
     return [(turn["id"], f"{turn['speaker']}: {turn['text']}" if named else turn["text"],
              {"session": session["id"]})
-            for session in conv["sessions"] for turn in session["turns"]]
+            for session in (conv["sessions"] if sessions is None else sessions)
+            for turn in session["turns"]]
 
 
 def mixed_sessions(conv):
@@ -227,16 +225,14 @@ def mixed_conversations(conv, convs, distractors):
     return [conv] + ([renamed(o, conv) for o in convs if o is not conv] if distractors else [])
 
 
-def mixed_documents(conv):
-    """With --mixed: every turn as stored, the memories' `<date> <speaker>: <text>` and the
-    messages' `<Speaker>: <text>`, in dialogue order."""
+def mixed_documents(conv, stamp="iso"):
+    """With --mixed: every turn as stored, as a memory or as a named message, in dialogue
+    order."""
     as_memories, _ = mixed_sessions(conv)
     memory_ids = {s["id"] for s in as_memories}
-    return [(turn["id"],
-             stamped(session["date"], turn["speaker"], turn["text"])
-             if session["id"] in memory_ids else f"{turn['speaker']}: {turn['text']}",
-             {"conversation": conv["id"], "session": session["id"], "turn": turn["id"]})
-            for session in conv["sessions"] for turn in session["turns"]]
+    return [d for session in conv["sessions"]
+            for d in (documents(conv, stamp, [session]) if session["id"] in memory_ids
+                      else message_documents(conv, True, [session]))]
 
 
 def ingest_messages(client, conv, token, named=False, sessions=None):
@@ -262,11 +258,11 @@ def ingest_messages(client, conv, token, named=False, sessions=None):
     return count
 
 
-def later_documents(conv, convs, count):
+def later_documents(conv, convs, count, stamp="iso"):
     """`count` turns stored after `conv`'s own (and its distractors): the other conversations'
     turns, speakers renamed to `conv`'s, cycled as often as needed under fresh keys. A history
     longer than the server's keyword sample, in which the answers are the oldest turns."""
-    others = distractor_documents(conv, convs)
+    others = distractor_documents(conv, convs, stamp)
     if not others:
         return []
     docs = []
@@ -276,20 +272,12 @@ def later_documents(conv, convs, count):
     return docs
 
 
-def distractor_documents(conv, convs):
+def distractor_documents(conv, convs, stamp="iso"):
     """The other conversations' turns with their two speakers renamed to `conv`'s, in dialogue
     order: same-speaker small talk on other topics, for a haystack six times larger."""
-    docs = []
-    for other in convs:
-        if other is conv:
-            continue
-        names = dict(zip(other["speakers"], conv["speakers"]))
-        pattern = re.compile(r"\b(%s)\b" % "|".join(re.escape(n) for n in names))
-        for key, content, meta in documents(other):
-            renamed = pattern.sub(lambda m: names[m.group(1)], content)
-            meta = dict(meta, distractor_for=conv["id"])
-            docs.append((f"x:{conv['id']}:{key}", renamed, meta))
-    return docs
+    return [(key, content, dict(meta, distractor_for=conv["id"]))
+            for other in convs if other is not conv
+            for key, content, meta in documents(renamed(other, conv), stamp)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -594,8 +582,6 @@ def main(argv=None):
                     "dataset and options stored (to measure another build's ranking on the same "
                     "database without waiting for the embedder again)")
     args = ap.parse_args(argv)
-    global STAMP_STYLE
-    STAMP_STYLE = args.stamp
     if args.stamp != "iso" and args.as_messages:
         ap.error("--stamp is for stored memories (messages carry their time apart)")
     if args.skip_ingest and not args.run_id:
@@ -634,13 +620,14 @@ def main(argv=None):
     elif args.mixed:
         docs_by_conv = {
             c["id"]: [d for m in mixed_conversations(c, convs, args.distractors)
-                      for d in mixed_documents(m)]
+                      for d in mixed_documents(m, args.stamp)]
             for c in convs
         }
     else:
         docs_by_conv = {
-            c["id"]: documents(c) + (distractor_documents(c, convs) if args.distractors else [])
-            + later_documents(c, convs, args.history)
+            c["id"]: documents(c, args.stamp)
+            + (distractor_documents(c, convs, args.stamp) if args.distractors else [])
+            + later_documents(c, convs, args.history, args.stamp)
             for c in convs
         }
     n_turns = sum(len(d) for d in docs_by_conv.values())
@@ -693,9 +680,8 @@ def main(argv=None):
                     stored = 0
                     for c in mixed_conversations(conv, convs, args.distractors):
                         as_memories, as_messages = mixed_sessions(c)
-                        memory_ids = {s["id"] for s in as_memories}
-                        memories = [d for d in mixed_documents(c) if d[2]["session"] in memory_ids]
-                        stored += len(ingest(client, memories, token))
+                        stored += len(ingest(client, documents(c, args.stamp, as_memories),
+                                             token))
                         stored += ingest_messages(client, c, token, True, as_messages)
                 else:
                     stored = len(ingest(client, docs_by_conv[conv["id"]], token))
