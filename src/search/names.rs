@@ -62,8 +62,8 @@ const STAND_IN: &str = "someone";
 
 /// Where the names of `query` are: each word (split at whitespace, not an `-excluded` one) that
 /// begins with a capital letter, without the punctuation around it or a possessive `'s`, except
-/// a word that opens a sentence (the first, or one after a word ending in `.`, `!` or `?`) and
-/// the pronoun "I" with its contractions ("I'm", "I've"). A chat's message is often several
+/// a word that opens a sentence (the first, or one after a word ending in `.`, `!` or `?`), a
+/// title ("Dr", "Mrs") and the pronoun "I" with its contractions ("I'm", "I've"). A chat's message is often several
 /// sentences ("Thanks! Remind me when Ruth graduates?"), and its sentences' first words and its
 /// "I'm" are no names, however many texts hold them.
 pub fn names(query: &str) -> Vec<Range<usize>> {
@@ -83,12 +83,16 @@ pub fn names(query: &str) -> Vec<Range<usize>> {
             .strip_suffix("'s")
             .or_else(|| core.strip_suffix("\u{2019}s"))
             .unwrap_or(core);
-        if core.chars().next().is_some_and(char::is_uppercase) {
+        if core.chars().next().is_some_and(char::is_uppercase) && !TITLES.contains(&core) {
             found.push(start + lead..start + lead + core.len());
         }
     }
     found
 }
+
+/// Titles and the like, written before a name and abbreviated: no names themselves, and no
+/// sentence ends after them.
+const TITLES: [&str; 9] = ["Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Mt", "Jr", "Sr"];
 
 /// Whether `word` ends a sentence: its last character, closing quotes and brackets aside, is
 /// `.`, `!` or `?` (or `…`), and it is no title or initial before a name ("Dr.", "J.").
@@ -99,8 +103,7 @@ fn ends_sentence(word: &str) -> bool {
     }
     let bare = word.trim_start_matches(['"', '\'', '\u{201c}', '(', '[']);
     let abbreviation = bare.strip_suffix('.').is_some_and(|b| {
-        b.chars().count() == 1 && b.starts_with(char::is_uppercase)
-            || ["Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Mt", "Jr", "Sr"].contains(&b)
+        b.chars().count() == 1 && b.starts_with(char::is_uppercase) || TITLES.contains(&b)
     });
     !abbreviation
 }
@@ -296,10 +299,10 @@ mod tests {
         assert_eq!(named("did I’ve or I'd or I, or (I) meet Ida"), ["Ida"]);
         assert_eq!(named("\"Really?\" Nadia asked"), Vec::<&str>::new());
         assert_eq!(named("Was it (Oct. 3) Ines"), ["Oct", "Ines"]);
-        // A title or an initial ends no sentence.
+        // A title or an initial ends no sentence, and a title is no name.
         assert_eq!(
             named("When did Dr. Okafor meet J. K. Rowling?"),
-            ["Dr", "Okafor", "J", "K", "Rowling"]
+            ["Okafor", "J", "K", "Rowling"]
         );
     }
 

@@ -53,6 +53,7 @@ impl TextQuery {
                 format!("`{field}` contains a NUL character"),
             ));
         }
+        let names = crate::search::names::names(trimmed);
         let mut any: Vec<String> = Vec::new();
         let mut none: Vec<String> = Vec::new();
         for part in parts(trimmed) {
@@ -60,7 +61,7 @@ impl TextQuery {
                 Part::Phrase(p) => any.push(format!("\"{p}\"")),
                 Part::Excluded(w) => none.push(format!("-{w}")),
                 Part::Word(w) if w.eq_ignore_ascii_case("or") => {}
-                Part::Word(w) => any.push(w.to_owned()),
+                Part::Word(w) => any.push(keyword_word(trimmed, w, &names)),
             }
         }
         Ok(TextQuery {
@@ -77,20 +78,36 @@ impl TextQuery {
     }
 }
 
+/// How the word `word` of `query` (a slice of it) goes into [`TextQuery::any`]: a name as
+/// [`crate::search::names::names`] finds it (so "Caroline" in "When did Caroline go to the
+/// support group?", not "Remind" in "Thanks! Remind me when Ruth graduates.") keeps its capital
+/// and loses the punctuation before it, which is how [`QUERY_CTE`] tells it; any other word is
+/// lower-cased. Neither changes what the word matches: the `english` configuration lower-cases
+/// every word and drops punctuation.
+fn keyword_word(query: &str, word: &str, names: &[std::ops::Range<usize>]) -> String {
+    let start = word.as_ptr() as usize - query.as_ptr() as usize;
+    let within = start..start + word.len();
+    match names.iter().find(|n| within.contains(&n.start)) {
+        Some(name) => query[name.start..within.end].to_owned(),
+        None => word.to_lowercase(),
+    }
+}
+
 /// SQL of the keyword side shared by every search: a CTE `q` holding the tsquery `q` (`any`
 /// ORed, `none` excluded; `$1` and `$2`), `pos` (the positive part alone: without it nothing
 /// matches), `terms` (the query's lexemes) and `names` (the lexemes of its names: the words of
-/// `any` after the first that begin with a capital letter, as "Caroline" in "When did Caroline
-/// go to the support group?"; see [`term_weights`]). Both texts go through the memory search
-/// view (slashes read as spaces), which is how every searchable text is indexed.
+/// `any` that begin with a capital letter, which [`TextQuery::parse`] leaves only to names, as
+/// "Caroline" in "When did Caroline go to the support group?"; see [`term_weights`]). Both texts
+/// go through the memory search view (slashes read as spaces), which is how every searchable
+/// text is indexed.
 pub const QUERY_CTE: &str = "q AS (
      SELECT pos, pos && websearch_to_tsquery('english', mnemo_memory_search_text($2)) AS q,
             tsvector_to_array(to_tsvector('english', mnemo_memory_search_text($1))) AS terms,
             ARRAY(SELECT DISTINCT l.lexeme
-                  FROM unnest(string_to_array($1, ' or ')) WITH ORDINALITY AS w(word, o),
+                  FROM unnest(string_to_array($1, ' or ')) AS w(word),
                        unnest(tsvector_to_array(
                            to_tsvector('english', mnemo_memory_search_text(w.word)))) AS l(lexeme)
-                  WHERE w.o > 1 AND w.word ~ '^[[:upper:]]') AS names
+                  WHERE w.word ~ '^[[:upper:]]') AS names
      FROM websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS pos
  )";
 
@@ -556,7 +573,7 @@ mod tests {
         assert_eq!(
             q("When did Caroline go to the support group?"),
             (
-                "When or did or Caroline or go or to or the or support or group?".into(),
+                "when or did or Caroline or go or to or the or support or group?".into(),
                 String::new()
             )
         );
@@ -574,6 +591,18 @@ mod tests {
         assert_eq!(q("a - b -- c"), ("a or b or c".into(), String::new()));
         assert_eq!(q("e-mail x-y"), ("e-mail or x-y".into(), String::new()));
         assert_eq!(q(r#""" x"#).0, "x");
+    }
+
+    #[test]
+    fn only_names_keep_their_capitals() {
+        // A sentence's first word, "I" and "I'm" are lower-cased; a name keeps its capital, and
+        // loses the punctuation before it, so the names statement tells it by its first letter.
+        assert_eq!(
+            q("Thanks! Remind me when Ruth's (Dana) graduates. I'm Sure Dr. Okafor knows?").0,
+            "thanks! or remind or me or when or Ruth's or Dana) or graduates. or i'm or Sure \
+             or dr. or Okafor or knows?"
+        );
+        assert_eq!(q("DEPLOY failed").0, "deploy or failed");
     }
 
     #[test]

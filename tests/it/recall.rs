@@ -191,6 +191,26 @@ async fn a_name_in_the_question_weighs_more_than_its_frequency(pool: PgPool) {
     // text holds changes nothing.
     let found = expect(search("Hills painted by Zoe?"), 200).await;
     assert_eq!(keys(&found)[0], "melanies", "{found}");
+    // Nor is a later sentence's first word: "Hills" after "Thanks." weighs as written in lower
+    // case, while after "Thanks," it is a name and weighs more.
+    let scores = |found: &Value| -> Vec<(String, f64)> {
+        let hits = found["hits"].as_array().unwrap();
+        let mut scores: Vec<(String, f64)> = hits
+            .iter()
+            .map(|h| {
+                let key = h["memory_key"].as_str().unwrap().to_owned();
+                (key, h["score"].as_f64().unwrap())
+            })
+            .collect();
+        scores.sort_by(|a, b| a.0.cmp(&b.0));
+        scores
+    };
+    let lower = scores(&expect(search("thanks hills at dawn"), 200).await);
+    let opening = scores(&expect(search("Thanks. Hills at dawn?"), 200).await);
+    assert_eq!(opening, lower);
+    let named = scores(&expect(search("Thanks, Hills at dawn?"), 200).await);
+    let walk = |scores: &[(String, f64)]| scores.iter().find(|(k, _)| k == "walk").unwrap().1;
+    assert!(walk(&named) > walk(&lower) + 0.1, "{named:?} {lower:?}");
 }
 
 /// A memory whose summary and content both match is listed once.
