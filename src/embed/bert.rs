@@ -4,7 +4,7 @@
 //! come from the model's `config.json`, weights from `model.safetensors` (Hugging Face names).
 
 use candle_core::{D, DType, Device, Module, Result, Tensor};
-use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder, embedding, layer_norm, linear};
+use candle_nn::{Embedding, LayerNorm, VarBuilder, embedding, layer_norm, linear};
 use serde::Deserialize;
 
 /// The fields of `config.json` the encoder needs.
@@ -104,14 +104,49 @@ impl Embeddings {
     }
 }
 
+/// A dense layer, `x · Wᵀ + b`, with `Wᵀ` laid out once at load time.
+///
+/// The checkpoint stores `W` as `(out, in)` rows, and candle's `Linear` multiplies by a
+/// transposed view of it on every call. For a batch of many tokens the matrix library packs that
+/// view into its own layout anyway, but a search's question is a few tokens, too few to pack
+/// for, and its products read the view column by column.
+struct Dense {
+    /// `(in, out)`, contiguous.
+    weight: Tensor,
+    bias: Tensor,
+}
+
+impl Dense {
+    fn load(inputs: usize, outputs: usize, vb: VarBuilder) -> Result<Self> {
+        let linear = linear(inputs, outputs, vb)?;
+        let Some(bias) = linear.bias().cloned() else {
+            candle_core::bail!("a dense layer without its bias");
+        };
+        Ok(Dense {
+            weight: linear.weight().t()?.contiguous()?,
+            bias,
+        })
+    }
+
+    /// `x`: `(batch, seq, in)` to `(batch, seq, out)`.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let (batch, seq, inputs) = x.dims3()?;
+        x.contiguous()?
+            .reshape((batch * seq, inputs))?
+            .matmul(&self.weight)?
+            .reshape((batch, seq, ()))?
+            .broadcast_add(&self.bias)
+    }
+}
+
 struct Layer {
-    query: Linear,
-    key: Linear,
-    value: Linear,
-    attention_out: Linear,
+    query: Dense,
+    key: Dense,
+    value: Dense,
+    attention_out: Dense,
     attention_norm: LayerNorm,
-    intermediate: Linear,
-    output: Linear,
+    intermediate: Dense,
+    output: Dense,
     output_norm: LayerNorm,
     heads: usize,
     head_dim: usize,
@@ -123,21 +158,21 @@ impl Layer {
         let attention = vb.pp("attention");
         let this = attention.pp("self");
         Ok(Layer {
-            query: linear(hidden, hidden, this.pp("query"))?,
-            key: linear(hidden, hidden, this.pp("key"))?,
-            value: linear(hidden, hidden, this.pp("value"))?,
-            attention_out: linear(hidden, hidden, attention.pp("output").pp("dense"))?,
+            query: Dense::load(hidden, hidden, this.pp("query"))?,
+            key: Dense::load(hidden, hidden, this.pp("key"))?,
+            value: Dense::load(hidden, hidden, this.pp("value"))?,
+            attention_out: Dense::load(hidden, hidden, attention.pp("output").pp("dense"))?,
             attention_norm: layer_norm(
                 hidden,
                 config.layer_norm_eps,
                 attention.pp("output").pp("LayerNorm"),
             )?,
-            intermediate: linear(
+            intermediate: Dense::load(
                 hidden,
                 config.intermediate_size,
                 vb.pp("intermediate").pp("dense"),
             )?,
-            output: linear(
+            output: Dense::load(
                 config.intermediate_size,
                 hidden,
                 vb.pp("output").pp("dense"),
@@ -327,14 +362,36 @@ mod tests {
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
         let config = tiny_config();
         config.check().map_err(candle_core::Error::msg)?;
-        let model = Bert::load(&config, vb)?;
+        Bert::load(&config, vb.clone())?;
         // VarMap initialises LayerNorm to identity; perturb every variable so the test means
-        // something.
+        // something, then load again: dense layers copy their weights at load time.
         for (i, var) in varmap.all_vars().iter().enumerate() {
             let noise = Tensor::randn(0f32, 0.5, var.shape(), &Device::Cpu)?;
             var.set(&(var.as_tensor() + noise)?.affine(1.0, i as f64 * 1e-3)?)?;
         }
-        Ok(model)
+        Bert::load(&config, vb)
+    }
+
+    #[test]
+    fn a_dense_layer_computes_what_candles_linear_does() -> Result<()> {
+        let varmap = candle_nn::VarMap::new();
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+        let dense = Dense::load(5, 3, vb.pp("d"))?;
+        let linear = linear(5, 3, vb.pp("d"))?;
+        // One token and several, as a search's question and a batch of documents are.
+        for seq in [1, 7] {
+            let x = Tensor::randn(0f32, 1.0, (2, seq, 5), &Device::Cpu)?;
+            let ours = dense.forward(&x)?;
+            let theirs = linear.forward(&x)?;
+            assert_eq!(ours.dims(), &[2, seq, 3]);
+            let gap = (ours - theirs)?
+                .abs()?
+                .flatten_all()?
+                .max(0)?
+                .to_scalar::<f32>()?;
+            assert!(gap < 1e-5, "largest difference {gap}");
+        }
+        Ok(())
     }
 
     #[test]

@@ -335,6 +335,31 @@ pub async fn throughput(embedder: &Embedder, count: usize) -> Result<Throughput,
     })
 }
 
+/// What [`query_latency`] measured.
+#[derive(Debug, Clone)]
+pub struct QueryLatency {
+    pub queries: usize,
+    pub words_per_query: usize,
+    pub elapsed: Duration,
+}
+
+/// Embeds `count` distinct queries of 6 words one call at a time, as a search embeds one
+/// question (after a warm-up call): the figure for a query a person waits for.
+pub async fn query_latency(embedder: &Embedder, count: usize) -> Result<QueryLatency, EmbedError> {
+    const WORDS: usize = 6;
+    let texts = sample_texts(count + 1, WORDS);
+    embedder.embed(&texts[count..]).await?;
+    let started = Instant::now();
+    for text in &texts[..count] {
+        embedder.embed(std::slice::from_ref(text)).await?;
+    }
+    Ok(QueryLatency {
+        queries: count,
+        words_per_query: WORDS,
+        elapsed: started.elapsed(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,8 +40,9 @@
 //! its children, and the children it has reaped), read from `/proc`.
 //!
 //! `--embed-throughput N` measures the local embedder instead (the model folder from
-//! `MNEMO_EMBEDDING_MODEL`, `MNEMO_EMBEDDING_THREADS` threads): N sentences of about 40 words in
-//! one call, printed as `embed texts=... threads=... texts_per_s=...`.
+//! `MNEMO_EMBEDDING_MODEL`, `MNEMO_EMBEDDING_THREADS` threads): 200 queries of 6 words one call
+//! at a time, printed as `embed-query queries=... ms_per_query=...`, then N sentences of about 40
+//! words in one call, printed as `embed texts=... threads=... texts_per_s=...`.
 
 mod cpu;
 mod explain;
@@ -164,6 +165,20 @@ async fn embed_throughput(count: usize) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    match mnemo::embed::query_latency(&embedder, 200).await {
+        Ok(q) => println!(
+            "embed-query model={} queries={} words_per_query={} threads={} ms_per_query={:.2}",
+            embedder.model_id(),
+            q.queries,
+            q.words_per_query,
+            threads,
+            q.elapsed.as_secs_f64() * 1000.0 / q.queries as f64
+        ),
+        Err(e) => {
+            eprintln!("mnemo-bench: embedding queries: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     match mnemo::embed::throughput(&embedder, count.max(1)).await {
         Ok(t) => {
             println!(
