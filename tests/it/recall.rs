@@ -411,6 +411,79 @@ async fn a_reply_is_lifted_by_the_turn_before_it(pool: PgPool) {
     assert!(score("a") > score("other"), "{found}");
 }
 
+/// The memory before a hit in its stream (its agent and thread, either of which may be absent)
+/// is one probe of `agent_memories_stream` under row-level security, with the stream in the
+/// index condition: a condition PostgreSQL cannot prove leak-proof (as it cannot for
+/// `coalesce`) is tested row by row on every memory of the user before the hit instead, which
+/// reads through every other stream. The searches' neighbour lookups and the indexer's context
+/// lookup compare streams this way.
+#[sqlx::test]
+async fn a_stream_lookup_is_an_index_condition_under_row_level_security(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let token = app.token("acme", "alice");
+    for i in 0..40 {
+        let thread = if i % 8 == 0 { "quiet" } else { "busy" };
+        expect(
+            app.put(&format!("/api/memories/m{i}"), &token)
+                .json(&json!({"content": format!("turn {i}"), "thread_id": thread})),
+            201,
+        )
+        .await;
+    }
+    sqlx::query("ANALYZE agent_memories")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let mut tx = app.pool.begin().await.unwrap();
+    sqlx::query(
+        "SELECT set_config('role', 'mnemo_app', true), set_config('mnemo.tenant', 'acme', true),
+                set_config('mnemo.user', 'alice', true), set_config('enable_seqscan', 'off', true)",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let lookup = "SELECT p.id FROM agent_memories m
+         CROSS JOIN LATERAL (
+             SELECT p.id FROM agent_memories p
+             WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
+               AND mnemo_or_empty(p.agent_id) = mnemo_or_empty(m.agent_id)
+               AND mnemo_or_empty(p.thread_id) = mnemo_or_empty(m.thread_id)
+               AND (p.created_at, p.id) < (m.created_at, m.id)
+             ORDER BY p.created_at DESC, p.id DESC LIMIT 1
+         ) p
+         WHERE m.tenant_id = current_setting('mnemo.tenant')
+           AND m.user_id = current_setting('mnemo.user') AND m.memory_key = 'm32'";
+    let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN (COSTS OFF) {lookup}"))
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap();
+    let plan = plan.join("\n");
+    let probe = plan
+        .lines()
+        .skip_while(|line| !line.contains("on agent_memories p"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(probe.contains("agent_memories_stream"), "{plan}");
+    let condition = probe
+        .lines()
+        .find(|line| line.contains("Index Cond"))
+        .unwrap_or_default();
+    assert!(condition.contains("thread_id"), "{plan}");
+    assert!(!probe.contains("Filter"), "{plan}");
+    // And it finds the right memory: the quiet thread's one before m32 is m24.
+    let previous: uuid::Uuid = sqlx::query_scalar(lookup)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    let key: String = sqlx::query_scalar("SELECT memory_key FROM agent_memories WHERE id = $1")
+        .bind(previous)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(key, "m24");
+}
+
 /// A search by words also finds the memory written just after a match in the same agent and
 /// thread, though it holds none of the question's words: the answer to the turn that asked. Not
 /// one in another thread, not one the filters leave out, and not in a hybrid search.

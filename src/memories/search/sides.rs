@@ -82,7 +82,7 @@ fn best(follow: &str) -> String {
              WHERE {follow}::real > 0
              ORDER BY score DESC, memory_id DESC LIMIT $11
          ), followers AS (
-             -- The next memory of each leading one (`agent_memories_sequence`, one probe).
+             -- The next memory of each leading one (`agent_memories_stream`, one probe).
              SELECT f.id AS memory_id, {follow}::real * l.score AS gain
              FROM leaders l
              JOIN agent_memories m
@@ -91,8 +91,8 @@ fn best(follow: &str) -> String {
              CROSS JOIN LATERAL (
                  SELECT n.id FROM agent_memories n
                  WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
-                   AND coalesce(n.agent_id, '') = coalesce(m.agent_id, '')
-                   AND coalesce(n.thread_id, '') = coalesce(m.thread_id, '')
+                   AND mnemo_or_empty(n.agent_id) = mnemo_or_empty(m.agent_id)
+                   AND mnemo_or_empty(n.thread_id) = mnemo_or_empty(m.thread_id)
                    AND (n.created_at, n.id) > (m.created_at, m.id)
                  ORDER BY n.created_at, n.id LIMIT 1
              ) f
