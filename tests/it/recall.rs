@@ -416,7 +416,7 @@ async fn a_reply_is_lifted_by_the_turn_before_it(pool: PgPool) {
 /// index condition: a condition PostgreSQL cannot prove leak-proof (as it cannot for
 /// `coalesce`) is tested row by row on every memory of the user before the hit instead, which
 /// reads through every other stream. The searches' neighbour lookups and the indexer's context
-/// lookup compare streams this way.
+/// lookup compare streams with `mnemo_same_stream`, as this one does.
 #[sqlx::test]
 async fn a_stream_lookup_is_an_index_condition_under_row_level_security(pool: PgPool) {
     let app = TestApp::new(pool).await;
@@ -446,8 +446,7 @@ async fn a_stream_lookup_is_an_index_condition_under_row_level_security(pool: Pg
          CROSS JOIN LATERAL (
              SELECT p.id FROM agent_memories p
              WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
-               AND mnemo_or_empty(p.agent_id) = mnemo_or_empty(m.agent_id)
-               AND mnemo_or_empty(p.thread_id) = mnemo_or_empty(m.thread_id)
+               AND mnemo_same_stream(p.agent_id, p.thread_id, m.agent_id, m.thread_id)
                AND (p.created_at, p.id) < (m.created_at, m.id)
              ORDER BY p.created_at DESC, p.id DESC LIMIT 1
          ) p

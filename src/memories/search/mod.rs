@@ -114,16 +114,14 @@ async fn neighbours(
                        AND c.memory_id = p.id AND p.chunk_count = 1) AS ends_asking
              FROM agent_memories p
              WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
-               AND mnemo_or_empty(p.agent_id) = mnemo_or_empty(m.agent_id)
-               AND mnemo_or_empty(p.thread_id) = mnemo_or_empty(m.thread_id)
+               AND mnemo_same_stream(p.agent_id, p.thread_id, m.agent_id, m.thread_id)
                AND (p.created_at, p.id) < (m.created_at, m.id)
              ORDER BY p.created_at DESC, p.id DESC LIMIT 1
          ) p ON true
          LEFT JOIN LATERAL (
              SELECT n.id FROM agent_memories n
              WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
-               AND mnemo_or_empty(n.agent_id) = mnemo_or_empty(m.agent_id)
-               AND mnemo_or_empty(n.thread_id) = mnemo_or_empty(m.thread_id)
+               AND mnemo_same_stream(n.agent_id, n.thread_id, m.agent_id, m.thread_id)
                AND (n.created_at, n.id) > (m.created_at, m.id)
              ORDER BY n.created_at, n.id LIMIT 1
          ) n ON true"#,

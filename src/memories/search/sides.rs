@@ -91,8 +91,7 @@ fn best(follow: &str) -> String {
              CROSS JOIN LATERAL (
                  SELECT n.id FROM agent_memories n
                  WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
-                   AND mnemo_or_empty(n.agent_id) = mnemo_or_empty(m.agent_id)
-                   AND mnemo_or_empty(n.thread_id) = mnemo_or_empty(m.thread_id)
+                   AND mnemo_same_stream(n.agent_id, n.thread_id, m.agent_id, m.thread_id)
                    AND (n.created_at, n.id) > (m.created_at, m.id)
                  ORDER BY n.created_at, n.id LIMIT 1
              ) f

@@ -66,8 +66,7 @@ pub(super) async fn pass(db: &Db, embedder: &Embedder) -> Result<Option<(usize, 
                     JOIN LATERAL (
                         SELECT pm.id FROM agent_memories pm
                         WHERE pm.tenant_id = me.tenant_id AND pm.user_id = me.user_id
-                          AND mnemo_or_empty(pm.agent_id) = mnemo_or_empty(me.agent_id)
-                          AND mnemo_or_empty(pm.thread_id) = mnemo_or_empty(me.thread_id)
+                          AND mnemo_same_stream(pm.agent_id, pm.thread_id, me.agent_id, me.thread_id)
                           AND (pm.created_at, pm.id) < (me.created_at, me.id)
                         ORDER BY pm.created_at DESC, pm.id DESC LIMIT 1
                     ) prev ON true
