@@ -277,20 +277,7 @@ async fn exact_keyword_candidates(
     also: Option<&[i64]>,
     follow: f32,
 ) -> ApiResult<Vec<Scored>> {
-    let ranking = idf_ranking(
-        "seq",
-        "SELECT count(*) FROM conversation_messages c
-         WHERE c.tenant_id = current_setting('mnemo.tenant')
-           AND c.user_id = current_setting('mnemo.user')",
-    );
-    // Not a macro: it is assembled from the query CTE and the ranking every search shares.
-    let sql = format!(
-        "WITH {QUERY_CTE}, {MESSAGES}, hits AS MATERIALIZED (
-             SELECT msg.seq, msg.tsv FROM msg, q
-             WHERE numnode(q.pos) > 0 AND msg.tsv @@ q.q
-         ), {ranking}, {}",
-        best_and_also("$9", "$10"),
-    );
+    let sql = exact_keyword_sql();
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
         .bind(&text.none);
@@ -300,6 +287,27 @@ async fn exact_keyword_candidates(
         .bind(follow)
         .fetch_all(&mut *conn)
         .await?)
+}
+
+/// The statement of [`exact_keyword_candidates`]: `$1` and `$2` the query's parts (see
+/// [`QUERY_CTE`]), `$3` to `$7` the filters (session, agent, after, before, retention days),
+/// `$8` the candidates wanted, `$9` the other side's (`int8[]`, may be NULL), `$10` the follow
+/// weight (`real`). Public so that a test can check its plans.
+pub fn exact_keyword_sql() -> String {
+    let ranking = idf_ranking(
+        "seq",
+        "SELECT count(*) FROM conversation_messages c
+         WHERE c.tenant_id = current_setting('mnemo.tenant')
+           AND c.user_id = current_setting('mnemo.user')",
+    );
+    // Not a macro: it is assembled from the query CTE and the ranking every search shares.
+    format!(
+        "WITH {QUERY_CTE}, {MESSAGES}, hits AS MATERIALIZED (
+             SELECT msg.seq, msg.tsv FROM msg, q
+             WHERE numnode(q.pos) > 0 AND msg.tsv @@ q.q
+         ), {ranking}, {}",
+        best_and_also("$9", "$10"),
+    )
 }
 
 /// The end of a keyword statement: the best `$8` of a CTE `scored` (`seq`, `score`), and those
@@ -316,12 +324,19 @@ fn best_and_also(also: &str, follow: &str) -> String {
              WHERE {follow}::real > 0
              ORDER BY score DESC, seq DESC LIMIT $8
          ), followers AS (
-             -- The next message of each leading one (`conversation_messages_by_time`).
+             -- The next message of each leading one (`conversation_messages_by_time`). The
+             -- leading one is looked up by key in a subquery of its own, one probe in every plan:
+             -- joined, a generic plan that expects the caller to have one message reads all of
+             -- them for each leader.
              SELECT f.seq, {follow}::real * l.score AS gain
              FROM leaders l
-             JOIN conversation_messages m
-               ON m.tenant_id = current_setting('mnemo.tenant')
-              AND m.user_id = current_setting('mnemo.user') AND m.seq = l.seq
+             CROSS JOIN LATERAL (
+                 SELECT m.tenant_id, m.user_id, m.session_id, m.sent_at, m.seq
+                 FROM conversation_messages m
+                 WHERE m.tenant_id = current_setting('mnemo.tenant')
+                   AND m.user_id = current_setting('mnemo.user') AND m.seq = l.seq
+                 LIMIT 1
+             ) m
              CROSS JOIN LATERAL (
                  SELECT n.seq, n.sent_at, n.archived_at FROM conversation_messages n
                  WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id

@@ -1103,6 +1103,107 @@ async fn archive(app: &TestApp, token: &str, session: &str, messages: &[(&str, &
     .await;
 }
 
+/// Rows of `relation` a plan (`EXPLAIN (ANALYZE, FORMAT JSON)`) read: each scan's rows times its
+/// loops.
+fn rows_read(plan: &Value, relation: &str) -> f64 {
+    let own = if plan["Relation Name"] == relation {
+        plan["Actual Rows"].as_f64().unwrap_or(0.0) * plan["Actual Loops"].as_f64().unwrap_or(1.0)
+    } else {
+        0.0
+    };
+    own + plan["Plans"].as_array().map_or(0.0, |plans| {
+        plans.iter().map(|p| rows_read(p, relation)).sum()
+    })
+}
+
+/// The message keyword statement's follow lift looks each leading message up by its key, in
+/// a generic plan made expecting the caller to have one message. On the benchmark's database a
+/// plan that joined the leaders to the caller's messages read every message of the caller once
+/// per leader (100 times 4,342 rows, 70 ms, for one chat turn); the statement now probes each
+/// leader in a subquery of its own, which no plan can turn into that scan. (This test's small
+/// database, even with a large table's statistics, did not lead PostgreSQL to the old plan: it
+/// guards the property, the benchmark showed the fault.)
+#[sqlx::test]
+async fn the_follow_lift_looks_each_leading_message_up_by_key(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let alice = app.token("acme", "alice");
+    let texts: Vec<(String, String)> = (0..150)
+        .map(|i| {
+            (
+                format!("m{i}"),
+                format!("what did we decide about step {i}?"),
+            )
+        })
+        .collect();
+    for (n, chunk) in texts.chunks(50).enumerate() {
+        let batch: Vec<(&str, &str, &str)> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (id, text))| {
+                (
+                    id.as_str(),
+                    if i % 2 == 0 { "user" } else { "ai" },
+                    text.as_str(),
+                )
+            })
+            .collect();
+        archive(&app, &alice, &format!("session-{n}"), &batch).await;
+    }
+    // The statistics of a table of a million messages, each user's own: PostgreSQL then expects
+    // the caller to have one.
+    sqlx::raw_sql(
+        "ANALYZE conversation_messages;
+         SELECT pg_restore_relation_stats(
+             'schemaname', 'public', 'relname', 'conversation_messages',
+             'relpages', (SELECT relpages FROM pg_class WHERE relname = 'conversation_messages'),
+             'reltuples', 1000000::real);
+         SELECT pg_restore_attribute_stats(
+             'schemaname', 'public', 'relname', 'conversation_messages',
+             'attname', 'user_id', 'inherited', false,
+             'null_frac', 0::real, 'avg_width', 8, 'n_distinct', -1::real)",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let mut tx = app.pool.begin().await.unwrap();
+    sqlx::query(
+        "SELECT set_config('role', 'mnemo_app', true), set_config('mnemo.tenant', 'acme', true),
+                set_config('mnemo.user', 'alice', true),
+                set_config('plan_cache_mode', 'force_generic_plan', true)",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    sqlx::query(&format!(
+        "PREPARE keyword(text, text, text, text, timestamptz, timestamptz, int, int8, int8[], real)
+         AS {}",
+        mnemo::conversations::search::exact_keyword_sql()
+    ))
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let text = mnemo::search::query::TextQuery::parse("query", "What did we decide?").unwrap();
+    let execute = format!(
+        "EXECUTE keyword('{}', '', NULL, NULL, NULL, NULL, NULL, 100, NULL, {})",
+        text.any.replace('\'', "''"),
+        mnemo::search::fusion::FOLLOW_WEIGHT
+    );
+    let plan: Value = sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, FORMAT JSON) {execute}"))
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    let read = rows_read(&plan[0]["Plan"], "conversation_messages");
+    // The matches and the count read the 150 once each; each of the 100 leaders is one probe,
+    // its follower another.
+    assert!(
+        read <= 3.0 * 150.0 + 3.0 * 100.0,
+        "{read} rows read: {plan}"
+    );
+    // And the statement ranks: 100 candidates.
+    let ranked: Vec<(i64, f32)> = sqlx::query_as(&execute).fetch_all(&mut *tx).await.unwrap();
+    assert_eq!(ranked.len(), 100);
+}
+
 /// Conversation messages are searchable across sessions, each hit with its neighbours.
 #[sqlx::test]
 async fn chat_search_finds_messages_across_sessions(pool: PgPool) {

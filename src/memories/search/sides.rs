@@ -82,12 +82,18 @@ fn best(follow: &str) -> String {
              WHERE {follow}::real > 0
              ORDER BY score DESC, memory_id DESC LIMIT $11
          ), followers AS (
-             -- The next memory of each leading one (`agent_memories_stream`, one probe).
+             -- The next memory of each leading one (`agent_memories_stream`, one probe). The
+             -- leading one is looked up by key in a subquery of its own, one probe in every plan
+             -- (see the messages' followers).
              SELECT f.id AS memory_id, {follow}::real * l.score AS gain
              FROM leaders l
-             JOIN agent_memories m
-               ON m.tenant_id = current_setting('mnemo.tenant')
-              AND m.user_id = current_setting('mnemo.user') AND m.id = l.memory_id
+             CROSS JOIN LATERAL (
+                 SELECT m.tenant_id, m.user_id, m.agent_id, m.thread_id, m.created_at, m.id
+                 FROM agent_memories m
+                 WHERE m.tenant_id = current_setting('mnemo.tenant')
+                   AND m.user_id = current_setting('mnemo.user') AND m.id = l.memory_id
+                 LIMIT 1
+             ) m
              CROSS JOIN LATERAL (
                  SELECT n.id FROM agent_memories n
                  WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
