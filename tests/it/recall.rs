@@ -1898,6 +1898,41 @@ async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
     .await;
     let newest = format!("m-{}", sample + 499);
     assert_eq!(found["hits"][0]["memory_key"], newest.as_str(), "{found}");
+    // The filters hold over a long history: an inactive memory is left out (and shown when
+    // asked for), and an agent filter keeps only that agent's memories, in order of score.
+    sqlx::query(
+        "UPDATE agent_memories SET is_active = memory_key <> $1,
+                agent_id = CASE WHEN right(memory_key, 3) = '007' THEN 'ops' END
+         WHERE tenant_id = 'acme' AND user_id = 'alice'",
+    )
+    .bind(&newest)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let found = expect(
+        app.post("/api/memories/search", &alice)
+            .json(&json!({"query": "nightly deploy", "mode": "keyword", "limit": 1})),
+        200,
+    )
+    .await;
+    let second = format!("m-{}", sample + 498);
+    assert_eq!(found["hits"][0]["memory_key"], second.as_str(), "{found}");
+    let found = expect(
+        app.post("/api/memories/search", &alice).json(&json!({
+            "query": "nightly deploy", "mode": "keyword", "limit": 1,
+            "filters": {"include_inactive": true}})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"][0]["memory_key"], newest.as_str(), "{found}");
+    let found = expect(
+        app.post("/api/memories/search", &alice).json(&json!({
+            "query": "nightly deploy", "mode": "keyword", "limit": 3,
+            "filters": {"agent_id": "ops"}})),
+        200,
+    )
+    .await;
+    assert_eq!(keys(&found), ["m-5007", "m-4007", "m-3007"], "{found}");
     let bob = app.token("acme", "bob");
     let found = expect(
         app.post("/api/memories/search", &bob)

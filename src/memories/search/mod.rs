@@ -255,9 +255,13 @@ pub async fn search_memory(
         "StartSel=\"{START_SEL}\", StopSel=\"{STOP_SEL}\", MaxWords=35, MinWords=12, \
          MaxFragments=2, FragmentDelimiter=\" … \""
     );
-    let shown = sqlx::query_as!(
-        Shown,
-        r#"WITH q AS (
+    // Nothing found, nothing to render.
+    let shown = if ranked.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_as!(
+            Shown,
+            r#"WITH q AS (
              SELECT websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS q
          )
          SELECT m.memory_key, m.summary, m.memory_type, m.agent_id, m.thread_id,
@@ -287,15 +291,16 @@ pub async fn search_memory(
              LIMIT 1
          ) c ON true
          ORDER BY u.ord"#,
-        text.any,
-        &ids,
-        // A summary hit has no chunk: NULL elements, which the macro's array check does not admit.
-        &starts as &[Option<i64>],
-        &highlight,
-        options
-    )
-    .fetch_all(&mut *conn)
-    .await?;
+            text.any,
+            &ids,
+            // A summary hit has no chunk: NULL elements, which the macro's array check does not admit.
+            &starts as &[Option<i64>],
+            &highlight,
+            options
+        )
+        .fetch_all(&mut *conn)
+        .await?
+    };
 
     let hits = ranked
         .iter()

@@ -70,15 +70,45 @@ fn admitted(id: &str) -> String {
 /// gains that share of its score, and is a candidate (shown at its summary) even when its own
 /// words did not match, if the filters admit it. The best `$11`, and also those of the memories
 /// `$10` that matched (the other side's candidates, scored on this side in the same statement).
-fn best(follow: &str) -> String {
+///
+/// With `late` the matches in `scored` have not been filtered: the filters are tested on the
+/// best memories in order of score until `$11` pass, and on those of `$10`, rather than on every
+/// match (a lookup by key each; 2,700 of them for a question over a history of 100,000
+/// memories). The answer is the same: a memory below the best `$11` that pass can only rise into
+/// them by following one of them, and followers are tested too. Without `late`, `scored` holds
+/// only what the filters admit (the exact ranking counts document frequencies over them).
+fn best(follow: &str, late: bool) -> String {
+    let (kept, ranked_from) = if late {
+        (
+            format!(
+                "kept AS MATERIALIZED (
+             (SELECT b.memory_id, b.byte_start, b.score
+              FROM (SELECT * FROM best ORDER BY score DESC, memory_id DESC OFFSET 0) b
+              WHERE {admitted} LIMIT $11)
+             UNION
+             SELECT b.memory_id, b.byte_start, b.score FROM best b
+             WHERE b.memory_id = ANY(coalesce($10::uuid[], '{{}}')) AND {admitted}
+         )",
+                admitted = admitted("b.memory_id"),
+            ),
+            // A follower keeps its own score when it matched, kept or not.
+            "(SELECT memory_id FROM kept UNION SELECT memory_id FROM followers) u
+              LEFT JOIN best b USING (memory_id) LEFT JOIN followers f USING (memory_id)",
+        )
+    } else {
+        (
+            "kept AS (SELECT memory_id, byte_start, score FROM best)".to_owned(),
+            "best b FULL JOIN followers f USING (memory_id)",
+        )
+    };
     format!(
         "best AS (
              SELECT DISTINCT ON (memory_id) memory_id, byte_start,
                     max(score) OVER (PARTITION BY memory_id) AS score
              FROM scored
              ORDER BY memory_id, byte_start IS NULL, score DESC, byte_start
-         ), leaders AS (
-             SELECT memory_id, score FROM best
+         ), {kept}, leaders AS (
+             SELECT memory_id, score FROM kept
              WHERE {follow}::real > 0
              ORDER BY score DESC, memory_id DESC LIMIT $11
          ), followers AS (
@@ -105,7 +135,7 @@ fn best(follow: &str) -> String {
          ), ranked AS (
              SELECT memory_id, b.byte_start,
                     (coalesce(b.score, 0) + coalesce(f.gain, 0))::real AS score
-             FROM best b FULL JOIN followers f USING (memory_id)
+             FROM {ranked_from}
          ), placed AS (
              SELECT memory_id, byte_start, score,
                     row_number() OVER (ORDER BY score DESC, memory_id DESC) AS place
@@ -225,9 +255,9 @@ pub(super) async fn keyword_candidates(
              FROM (SELECT * FROM rare_summaries UNION SELECT * FROM recent_summaries
                    UNION SELECT * FROM also_summaries) s, q
              WHERE numnode(q.pos) > 0 AND s.summary_tsv @@ q.q
-         ), hits AS MATERIALIZED (
-             -- The filters, on the matches only.
-             SELECT h.memory_id, h.byte_start, h.tsv FROM matched h WHERE {admitted}
+         ), hits AS (
+             -- The filters are tested on the best of them only (see `best`).
+             SELECT h.memory_id, h.byte_start, h.tsv FROM matched h
          ), df AS MATERIALIZED (
              SELECT t.term,
                     coalesce(t.estimate,
@@ -237,8 +267,7 @@ pub(super) async fn keyword_candidates(
              FROM terms t
          ), {matches}, {scored}, {best}",
         terms = bounded_terms_cte("$12", "$13"),
-        best = best("$17"),
-        admitted = admitted("h.memory_id"),
+        best = best("$17", true),
         matches = matches_cte("memory_id, byte_start"),
         scored = scored_cte("memory_id, byte_start", "$16::float8"),
     );
@@ -291,7 +320,7 @@ async fn exact_keyword_candidates(
              WHERE numnode(q.pos) > 0 AND mem.summary_tsv @@ q.q
          ), {ranking}, {best}",
         memories(),
-        best = best("$12"),
+        best = best("$12", false),
         admitted = admitted("c.memory_id"),
     );
     // Runtime-checked: composed from the ranking and filter SQL the searches share (`best`,
