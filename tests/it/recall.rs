@@ -411,6 +411,26 @@ async fn a_reply_is_lifted_by_the_turn_before_it(pool: PgPool) {
     assert!(score("a") > score("other"), "{found}");
 }
 
+/// A transaction as the service's role acting for acme's alice, with the planner setting
+/// `setting` at `value`.
+async fn as_alice(
+    pool: &PgPool,
+    setting: &str,
+    value: &str,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query(
+        "SELECT set_config('role', 'mnemo_app', true), set_config('mnemo.tenant', 'acme', true),
+                set_config('mnemo.user', 'alice', true), set_config($1, $2, true)",
+    )
+    .bind(setting)
+    .bind(value)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx
+}
+
 /// The memory before a hit in its stream (its agent and thread, either of which may be absent)
 /// is one probe of `agent_memories_stream` under row-level security, with the stream in the
 /// index condition: a condition PostgreSQL cannot prove leak-proof (as it cannot for
@@ -434,14 +454,7 @@ async fn a_stream_lookup_is_an_index_condition_under_row_level_security(pool: Pg
         .execute(&app.pool)
         .await
         .unwrap();
-    let mut tx = app.pool.begin().await.unwrap();
-    sqlx::query(
-        "SELECT set_config('role', 'mnemo_app', true), set_config('mnemo.tenant', 'acme', true),
-                set_config('mnemo.user', 'alice', true), set_config('enable_seqscan', 'off', true)",
-    )
-    .execute(&mut *tx)
-    .await
-    .unwrap();
+    let mut tx = as_alice(&app.pool, "enable_seqscan", "off").await;
     let lookup = "SELECT p.id FROM agent_memories m
          CROSS JOIN LATERAL (
              SELECT p.id FROM agent_memories p
@@ -1165,15 +1178,7 @@ async fn the_follow_lift_looks_each_leading_message_up_by_key(pool: PgPool) {
     .execute(&app.pool)
     .await
     .unwrap();
-    let mut tx = app.pool.begin().await.unwrap();
-    sqlx::query(
-        "SELECT set_config('role', 'mnemo_app', true), set_config('mnemo.tenant', 'acme', true),
-                set_config('mnemo.user', 'alice', true),
-                set_config('plan_cache_mode', 'force_generic_plan', true)",
-    )
-    .execute(&mut *tx)
-    .await
-    .unwrap();
+    let mut tx = as_alice(&app.pool, "plan_cache_mode", "force_generic_plan").await;
     sqlx::query(&format!(
         "PREPARE keyword(text, text, text, text, timestamptz, timestamptz, int, int8, int8[], real)
          AS {}",
@@ -1849,6 +1854,11 @@ async fn keyword_search_over_a_long_history_finds_old_rare_words(pool: PgPool) {
     assert_eq!(found["hits"][0]["message_id"], "h0", "{found}");
 }
 
+/// A memory search answered 200: its body.
+async fn search(app: &TestApp, token: &str, body: &Value) -> Value {
+    expect(app.post("/api/memories/search", token).json(body), 200).await
+}
+
 /// More memory chunks than the keyword sample: a rare word finds its memory however old, ranks
 /// it first, and common words alone answer from the newest memories.
 #[sqlx::test]
@@ -1890,10 +1900,10 @@ async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
     )
     .await;
     assert_eq!(found["hits"][0]["memory_key"], "m-0", "{found}");
-    let found = expect(
-        app.post("/api/memories/search", &alice)
-            .json(&json!({"query": "nightly deploy", "mode": "keyword", "limit": 1})),
-        200,
+    let found = search(
+        &app,
+        &alice,
+        &json!({"query": "nightly deploy", "mode": "keyword", "limit": 1}),
     )
     .await;
     let newest = format!("m-{}", sample + 499);
@@ -1909,37 +1919,34 @@ async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
     .execute(&pool)
     .await
     .unwrap();
-    let found = expect(
-        app.post("/api/memories/search", &alice)
-            .json(&json!({"query": "nightly deploy", "mode": "keyword", "limit": 1})),
-        200,
+    let found = search(
+        &app,
+        &alice,
+        &json!({"query": "nightly deploy", "mode": "keyword", "limit": 1}),
     )
     .await;
     let second = format!("m-{}", sample + 498);
     assert_eq!(found["hits"][0]["memory_key"], second.as_str(), "{found}");
-    let found = expect(
-        app.post("/api/memories/search", &alice).json(&json!({
+    let found = search(
+        &app,
+        &alice,
+        &json!({
             "query": "nightly deploy", "mode": "keyword", "limit": 1,
-            "filters": {"include_inactive": true}})),
-        200,
+            "filters": {"include_inactive": true}}),
     )
     .await;
     assert_eq!(found["hits"][0]["memory_key"], newest.as_str(), "{found}");
-    let found = expect(
-        app.post("/api/memories/search", &alice).json(&json!({
+    let found = search(
+        &app,
+        &alice,
+        &json!({
             "query": "nightly deploy", "mode": "keyword", "limit": 3,
-            "filters": {"agent_id": "ops"}})),
-        200,
+            "filters": {"agent_id": "ops"}}),
     )
     .await;
     assert_eq!(keys(&found), ["m-5007", "m-4007", "m-3007"], "{found}");
     let bob = app.token("acme", "bob");
-    let found = expect(
-        app.post("/api/memories/search", &bob)
-            .json(&json!({"query": "zanzibar", "mode": "keyword"})),
-        200,
-    )
-    .await;
+    let found = search(&app, &bob, &json!({"query": "zanzibar", "mode": "keyword"})).await;
     assert_eq!(found["hits"], json!([]), "{found}");
 }
 
