@@ -693,6 +693,12 @@ impl Scoped {
         self.searching = Some(words_only);
     }
 
+    /// Records that a statement changed the search settings since, so that the next search of
+    /// the transaction sets them again.
+    pub fn forget_search_settings(&mut self) {
+        self.searching = None;
+    }
+
     /// The number of this user's texts of `kind` a search counted in the last minute, when it
     /// was at least the keyword sample (see [`crate::search::sizes`]).
     pub fn history_size(&self, kind: &str) -> Option<i64> {

@@ -118,6 +118,25 @@ pub async fn begin_search(conn: &mut Scoped, words_only: bool) -> Result<(), sql
     Ok(())
 }
 
+/// Plans the rest of the transaction's statements for the caller on each run, for a search over
+/// a long history before it looks its hits up by key.
+///
+/// PostgreSQL estimates `user_id = current_setting('mnemo.user')` with the setting's value when
+/// it plans, and a pooled connection keeps the generic plan it made while another user was in
+/// scope. Made for a user with few memories, that plan expects one row per user, so any index
+/// leading with the user looks as good as the key: the kept plan probed each hit through the
+/// stream index (agent, thread, time, id), skipping through the whole history, 3 ms a probe for
+/// a user of 100,000 memories. Planning afresh costs about a millisecond a search, which a
+/// small history does not need and a long one repays many times over. A later search of the
+/// same transaction (a recall's next kind) sets its own settings again.
+pub async fn plan_lookups_per_call(conn: &mut Scoped) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT set_config('plan_cache_mode', 'force_custom_plan', true) AS plans")
+        .fetch_one(&mut *conn)
+        .await?;
+    conn.forget_search_settings();
+    Ok(())
+}
+
 /// The mode of a search and its query's embedding, made before the search's transaction opens
 /// so that no connection waits on the model. The names in `query` that the caller's texts of
 /// `corpora` are full of stand as "someone" in the embedded text, and those of a middling share

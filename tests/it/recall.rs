@@ -1859,13 +1859,9 @@ async fn search(app: &TestApp, token: &str, body: &Value) -> Value {
     expect(app.post("/api/memories/search", token).json(body), 200).await
 }
 
-/// More memory chunks than the keyword sample: a rare word finds its memory however old, ranks
-/// it first, and common words alone answer from the newest memories.
-#[sqlx::test]
-async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
-    let app = TestApp::new(pool.clone()).await;
-    let alice = app.token("acme", "alice");
-    let sample = mnemo::search::query::KEYWORD_SAMPLE;
+/// `count` one-chunk memories of alice (tenant acme), `m-0` to `m-<count - 1>`, a second apart:
+/// "the nightly deploy went fine <i>", except `m-0`, which went to zanzibar.
+async fn load_deploy_history(pool: &PgPool, count: i64) {
     let mut conn = pool.acquire().await.unwrap();
     sqlx::query(
         "CREATE TEMP TABLE loaded AS
@@ -1874,7 +1870,7 @@ async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
                      ELSE 'the nightly deploy went fine ' || i END AS content
          FROM generate_series(0, $1 - 1) i",
     )
-    .bind(sample + 500)
+    .bind(count)
     .execute(&mut *conn)
     .await
     .unwrap();
@@ -1891,7 +1887,16 @@ async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
     ] {
         sqlx::query(statement).execute(&mut *conn).await.unwrap();
     }
-    drop(conn);
+}
+
+/// More memory chunks than the keyword sample: a rare word finds its memory however old, ranks
+/// it first, and common words alone answer from the newest memories.
+#[sqlx::test]
+async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("acme", "alice");
+    let sample = mnemo::search::query::KEYWORD_SAMPLE;
+    load_deploy_history(&pool, sample + 500).await;
     let found = expect(
         app.post("/api/memories/search", &alice).json(
             &json!({"query": "where did the nightly deploy go? zanzibar", "mode": "keyword"}),
@@ -1948,6 +1953,77 @@ async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
     let bob = app.token("acme", "bob");
     let found = search(&app, &bob, &json!({"query": "zanzibar", "mode": "keyword"})).await;
     assert_eq!(found["hits"], json!([]), "{found}");
+}
+
+/// A memory search looks its hits up by key with statements a pooled connection prepares once.
+/// Their kept plan was made for whoever was in scope then; over a long history each lookup is
+/// planned for the caller instead (a custom plan), while a small history keeps using the generic
+/// one. One connection serves both users here, so the plans counted are the same statements'.
+#[sqlx::test]
+async fn lookups_over_a_long_history_are_planned_for_the_caller(pool: PgPool) {
+    let one = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let app = TestApp::new(one.clone()).await;
+    load_deploy_history(&pool, mnemo::search::query::KEYWORD_SAMPLE + 100).await;
+    let bob = app.token("acme", "bob");
+    for i in 0..3 {
+        expect(
+            app.post("/api/memories", &bob).json(
+                &json!({"content": format!("the nightly deploy went fine {i}"), "description": "deploy"}),
+            ),
+            201,
+        )
+        .await;
+    }
+    // (generic, custom) plans of the statements that show the hits and find their neighbours.
+    let plans = || async {
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT CASE WHEN statement LIKE '%ts_headline%' THEN 'show' ELSE 'neighbours' END,
+                    generic_plans, custom_plans
+             FROM pg_prepared_statements
+             WHERE statement LIKE '%CROSS JOIN LATERAL%agent_memories m%'
+               AND (statement LIKE '%ts_headline%' OR statement LIKE '%follows_question%')
+               AND statement NOT LIKE '%pg_prepared_statements%'
+             ORDER BY 1",
+        )
+        .fetch_all(&one)
+        .await
+        .unwrap();
+        rows
+    };
+    let query = json!({"query": "nightly deploy", "mode": "keyword", "limit": 3});
+    let found = search(&app, &bob, &query).await;
+    assert_eq!(keys(&found).len(), 3, "{found}");
+    let before = plans().await;
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert!(
+        before.iter().all(|(_, generic, _)| *generic >= 1),
+        "{before:?}"
+    );
+
+    let alice = app.token("acme", "alice");
+    let found = search(&app, &alice, &query).await;
+    let newest = format!("m-{}", mnemo::search::query::KEYWORD_SAMPLE + 99);
+    assert_eq!(found["hits"][0]["memory_key"], newest.as_str(), "{found}");
+    let after = plans().await;
+    for ((name, generic, custom), (_, generic_after, custom_after)) in before.iter().zip(&after) {
+        assert_eq!(generic_after, generic, "{name}: {before:?} -> {after:?}");
+        assert_eq!(*custom_after, custom + 1, "{name}: {before:?} -> {after:?}");
+    }
+
+    // A small history's next search uses the kept generic plans again.
+    search(&app, &bob, &query).await;
+    let again = plans().await;
+    for ((name, generic, _), (_, generic_again, _)) in after.iter().zip(&again) {
+        assert_eq!(
+            *generic_again,
+            generic + 1,
+            "{name}: {after:?} -> {again:?}"
+        );
+    }
 }
 
 /// A task with one item of each kind in its history; answers its id.

@@ -238,6 +238,9 @@ pub async fn search_memory(
     let lifted = liftable(&ranked, limit as usize, lifts);
     let ids: Vec<Uuid> = ranked[..lifted].iter().map(|r| r.id).collect();
     let starts: Vec<Option<i64>> = ids.iter().map(shown_start).collect();
+    if conn.history_size(CHUNKS_CORPUS.kind).is_some() {
+        crate::search::plan_lookups_per_call(conn).await?;
+    }
     let neighbours = neighbours(conn, &ids, &starts, text.asks_when).await?;
     lift_by_neighbours(&mut ranked, &neighbours, lifts);
     let has_more = ranked.len() > limit as usize;
