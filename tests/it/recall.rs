@@ -1980,7 +1980,7 @@ async fn lookups_over_a_long_history_are_planned_for_the_caller(pool: PgPool) {
     }
     // (generic, custom) plans of the statements that show the hits and find their neighbours.
     let plans = || async {
-        let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        sqlx::query_as::<_, (String, i64, i64)>(
             "SELECT CASE WHEN statement LIKE '%ts_headline%' THEN 'show' ELSE 'neighbours' END,
                     generic_plans, custom_plans
              FROM pg_prepared_statements
@@ -1991,8 +1991,7 @@ async fn lookups_over_a_long_history_are_planned_for_the_caller(pool: PgPool) {
         )
         .fetch_all(&one)
         .await
-        .unwrap();
-        rows
+        .unwrap()
     };
     let query = json!({"query": "nightly deploy", "mode": "keyword", "limit": 3});
     let found = search(&app, &bob, &query).await;

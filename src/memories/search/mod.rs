@@ -238,7 +238,8 @@ pub async fn search_memory(
     let lifted = liftable(&ranked, limit as usize, lifts);
     let ids: Vec<Uuid> = ranked[..lifted].iter().map(|r| r.id).collect();
     let starts: Vec<Option<i64>> = ids.iter().map(shown_start).collect();
-    if conn.history_size(CHUNKS_CORPUS.kind).is_some() {
+    // Nothing found, nothing looked up by key: no plans to make either.
+    if !ranked.is_empty() && conn.history_size(CHUNKS_CORPUS.kind).is_some() {
         crate::search::plan_lookups_per_call(conn).await?;
     }
     let neighbours = neighbours(conn, &ids, &starts, text.asks_when).await?;
