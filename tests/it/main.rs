@@ -12,6 +12,7 @@
     reason = "tests play another replica or inspect rows through the test database's own pool"
 )]
 
+mod archive_groups;
 mod chat_updates;
 mod cli;
 mod common;
