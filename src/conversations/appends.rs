@@ -9,8 +9,9 @@
 //!
 //! Here, archives of a user that arrive while one of theirs is being written in the same lane (a
 //! session always maps to the same one of [`LANES`]) wait for it and are then written together:
-//! one transaction, one archive statement each in arrival order (so a session's archives keep
-//! their order), one commit, all in one call of `mnemo_write_archives`. The first archive of a
+//! one transaction, in arrival order (so a session's archives keep their order), one commit, all
+//! in one call of `mnemo_write_archives` (one statement for the group when no message appears
+//! twice in it and nothing is deleted, else one archive statement each). The first archive of a
 //! quiet user is written at once, alone, in the same kind of call (its own transaction, one round
 //! trip). Each request still gets its own answer (its own counts and batch id), exactly what it
 //! would have got alone. When the group's transaction fails, each of its
