@@ -20,8 +20,7 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Short-term chat windows per session, checked against the database's version on each read.
     pub window_cache: Arc<WindowCache>,
-    /// A user's archives that arrive together (in one lane of sessions), written in one
-    /// transaction.
+    /// A user's archives that arrive together, written in one transaction.
     pub session_appends: Arc<crate::conversations::appends::SessionAppends>,
     /// The configured chat model, if any.
     pub llm: Option<Arc<LlmClient>>,

@@ -7,15 +7,19 @@
 //! Archives of one user to many sessions (an agent serving many conversations) did not queue, but
 //! each paid a transaction of its own: `BEGIN`, the scope, the statement, `COMMIT` and its flush.
 //!
-//! Here, archives of a user that arrive while one of theirs is being written in the same lane (a
-//! session always maps to the same one of [`LANES`]) wait for it and are then written together:
-//! one transaction, in arrival order (so a session's archives keep their order), one commit, all
-//! in one call of `mnemo_write_archives` (one statement for the group when no message appears
-//! twice in it and nothing is deleted, else one archive statement each). The first archive of a
-//! quiet user is written at once, alone, in the same kind of call (its own transaction, one round
-//! trip). Each request still gets its own answer (its own counts and batch id), exactly what it
-//! would have got alone. When the group's transaction fails, each of its
+//! Here, archives of a user that arrive while one of theirs is being written wait for it and are
+//! then written together: one transaction, in arrival order (so a session's archives keep their
+//! order), one commit, all in one call of `mnemo_write_archives` (one statement for the group
+//! when no message appears twice in it and nothing is deleted, else one archive statement each).
+//! The first archive of a quiet user is written at once, alone, in the same kind of call (its own
+//! transaction, one round trip). Each request still gets its own answer (its own counts and batch
+//! id), exactly what it would have got alone. When the group's transaction fails, each of its
 //! archives is retried alone, so one batch's error is never another's.
+//!
+//! A user's archives are written by one job at a time, whatever their sessions. Splitting them
+//! into four lanes by session (four jobs, four connections) wrote more archives a second while
+//! each archive of a group was its own statement; with the group in one statement, one lane
+//! writes more, at less CPU each (see README).
 //!
 //! The group is written by a background job (drained on shutdown), not by the request that
 //! started it: a client that hangs up does not cancel the others' writes. Archives that carry an
@@ -36,34 +40,19 @@ use crate::state::AppState;
 /// Archives written in one transaction at most.
 const MAX_GROUP: usize = 64;
 
-/// Writers per user: a user's archives go to the lane of their session, so a session's archives
-/// keep their order while a user with many busy sessions still writes on more than one
-/// connection. One lane measured the least CPU per archive but fewer archives a second (each
-/// group waits for the one before it); four measured the most archives a second (see README).
-pub const LANES: u64 = 4;
-
-/// The lane of `session`'s archives, below [`LANES`].
-pub fn lane(session: &str) -> u64 {
-    use std::hash::{DefaultHasher, Hasher};
-    let mut hasher = DefaultHasher::new();
-    hasher.write(session.as_bytes());
-    hasher.finish() % LANES
-}
-
-/// Lanes of users with an archive being written, and the archives waiting for it.
+/// Users with an archive being written, and the archives waiting for it.
 #[derive(Default)]
 pub struct SessionAppends {
-    /// A user's lane is here while a job writes its archives; the list holds the ones that
-    /// arrived meanwhile.
+    /// A user is here while a job writes their archives; the list holds the ones that arrived
+    /// meanwhile.
     busy: Mutex<HashMap<UserKey, Vec<Pending>>>,
 }
 
-/// A user's lane of archives.
+/// A user whose archives are written together.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct UserKey {
     tenant: String,
     user: String,
-    lane: u64,
 }
 
 /// An archive waiting to be written, and where its answer goes.
@@ -89,7 +78,6 @@ impl SessionAppends {
         let key = UserKey {
             tenant: caller.tenant_id.clone(),
             user: caller.user_id.clone(),
-            lane: lane(session_id),
         };
         let (answer, answered) = oneshot::channel();
         let pending = Pending {
