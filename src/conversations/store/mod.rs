@@ -250,10 +250,10 @@ impl<'a> GroupColumns<'a> {
 /// `mnemo_write_archives`. An archive alone, and a group in which a message appears twice or
 /// something is deleted, it writes one at a time with [`ARCHIVE_SQL`] (through
 /// `mnemo_write_archive`), each seeing the ones before it; any other group with one statement
-/// that answers each archive as that would (a test compares them). In the caller's transaction ([`Target::Tx`], with whatever
-/// else it writes; the function sets the transaction's scope again, to the same user) or as its
-/// own transaction ([`Target::Call`]: one round trip for the group). The answers come in the
-/// group's order.
+/// that answers each archive as that would (a test compares them). In the caller's transaction
+/// ([`Target::Tx`], with whatever else it writes; the function sets the transaction's scope
+/// again, to the same user) or as its own transaction ([`Target::Call`]: one round trip for the
+/// group). The answers come in the group's order.
 ///
 /// Each archive: the session is created on first sight (or its activity time and version
 /// bumped); the messages go in with one multi-row `INSERT ... ON CONFLICT DO UPDATE` through the
