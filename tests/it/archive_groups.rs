@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// One archive: its session, agent, messages (`id`, sender, text, minute) and deleted ids.
+#[derive(Clone)]
 struct Archive {
     session: &'static str,
     agent: &'static str,
@@ -147,13 +148,7 @@ async fn same_as_one_by_one(
     let (grouped, statements) = write(pool, "grouped", first, group).await;
     let (mut alone, mut alone_statements) = (Vec::new(), 0);
     for (one, batch) in group.iter().zip(first..) {
-        let single = Archive {
-            session: one.session,
-            agent: one.agent,
-            messages: one.messages.clone(),
-            deletions: one.deletions.clone(),
-        };
-        let (answer, statements) = write(pool, "alone", batch, &[single]).await;
+        let (answer, statements) = write(pool, "alone", batch, &[one.clone()]).await;
         alone.extend(answer);
         alone_statements += statements;
     }
