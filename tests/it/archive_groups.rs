@@ -8,7 +8,6 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// One archive: its session, agent, messages (`id`, sender, text, minute) and deleted ids.
-#[derive(Clone)]
 struct Archive {
     session: &'static str,
     agent: &'static str,
@@ -148,7 +147,7 @@ async fn same_as_one_by_one(
     let (grouped, statements) = write(pool, "grouped", first, group).await;
     let (mut alone, mut alone_statements) = (Vec::new(), 0);
     for (one, batch) in group.iter().zip(first..) {
-        let (answer, statements) = write(pool, "alone", batch, &[one.clone()]).await;
+        let (answer, statements) = write(pool, "alone", batch, std::slice::from_ref(one)).await;
         alone.extend(answer);
         alone_statements += statements;
     }
