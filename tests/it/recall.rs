@@ -2025,6 +2025,102 @@ async fn lookups_over_a_long_history_are_planned_for_the_caller(pool: PgPool) {
     }
 }
 
+/// A recall asks about every kind, and a caller with no memory or no task has none of those
+/// statements run: the memory side stops at its count of the caller's chunks, the task side at
+/// one probe. Once the caller has a memory and a task, both are searched and found. One
+/// connection serves the recalls, so the statements counted are theirs; the writes go through
+/// another app on the test's pool (a write keeps its connection for the next one a while).
+#[sqlx::test]
+async fn a_recall_searches_only_the_kinds_the_caller_has(pool: PgPool) {
+    let one = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let app = TestApp::new(one.clone()).await;
+    let writer = TestApp::new(pool.clone()).await;
+    // Runs of (the memory ranking, the task ranking, the task probe), prepared on the one
+    // connection.
+    let runs = || async {
+        sqlx::query_as::<_, (i64, i64, i64)>(
+            "SELECT coalesce(sum(n) FILTER (WHERE kind = 'memories'), 0)::int8,
+                    coalesce(sum(n) FILTER (WHERE kind = 'tasks'), 0)::int8,
+                    coalesce(sum(n) FILTER (WHERE kind = 'probe'), 0)::int8
+             FROM (SELECT CASE WHEN statement LIKE '%summary_tsv%agent_memory_chunks%'
+                                 OR statement LIKE '%agent_memory_chunks%summary_tsv%'
+                               THEN 'memories'
+                               WHEN statement LIKE '%task_step_texts%' THEN 'tasks'
+                               WHEN statement LIKE '%EXISTS%FROM tasks%' THEN 'probe'
+                          END AS kind, generic_plans + custom_plans AS n
+                   FROM pg_prepared_statements
+                   WHERE statement NOT LIKE '%pg_prepared_statements%') s",
+        )
+        .fetch_one(&one)
+        .await
+        .unwrap()
+    };
+    let kinds = |found: &Value| -> Vec<String> {
+        let mut kinds: Vec<String> = found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["kind"].as_str().unwrap().to_owned())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    };
+    // Someone else's memories and tasks change nothing for carol.
+    let dave = app.token("acme", "dave");
+    expect(
+        writer
+            .post("/api/memories", &dave)
+            .json(&json!({"content": "we decided to deploy on friday", "description": "deploy"})),
+        201,
+    )
+    .await;
+    task_with_history(&writer, &dave, "deploy on friday").await;
+
+    let carol = app.token("acme", "carol");
+    archive(
+        &writer,
+        &carol,
+        "standup",
+        &[("s1", "user", "We decided to deploy the release on friday")],
+    )
+    .await;
+    let before = runs().await;
+    let query = json!({"query": "when did we decide to deploy the release?", "mode": "keyword"});
+    let found = expect(app.post("/api/recall", &carol).json(&query), 200).await;
+    assert_eq!(kinds(&found), ["message"], "{found}");
+    let after = runs().await;
+    assert_eq!(
+        after.0, before.0,
+        "no memory ranking: {before:?} -> {after:?}"
+    );
+    assert_eq!(
+        after.1, before.1,
+        "no task ranking: {before:?} -> {after:?}"
+    );
+    assert_eq!(after.2, before.2 + 1, "one probe: {before:?} -> {after:?}");
+
+    expect(
+        writer.post("/api/memories", &carol).json(&json!({
+            "content": "release checklist: deploy on friday after the freeze",
+            "description": "release checklist"})),
+        201,
+    )
+    .await;
+    task_with_history(&writer, &carol, "deploy the release to production").await;
+    let before = runs().await;
+    let found = expect(app.post("/api/recall", &carol).json(&query), 200).await;
+    assert_eq!(kinds(&found), ["memory", "message", "task"], "{found}");
+    let after = runs().await;
+    assert_eq!(after.0, before.0 + 1, "{before:?} -> {after:?}");
+    assert_eq!(after.1, before.1 + 1, "{before:?} -> {after:?}");
+    assert_eq!(after.2, before.2 + 1, "{before:?} -> {after:?}");
+}
+
 /// A task with one item of each kind in its history; answers its id.
 async fn task_with_history(app: &TestApp, token: &str, step_text: &str) -> String {
     let task = expect(

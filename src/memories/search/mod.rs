@@ -21,7 +21,7 @@ use crate::search::when::tells_time;
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
 };
-use sides::{Filters, Scored, keyword_candidates, vector_candidates};
+use sides::{Filters, Scored, keyword_candidates, keyword_ranking, vector_candidates};
 
 /// Highlight markers of snippets.
 const START_SEL: &str = "**";
@@ -182,6 +182,23 @@ pub async fn search_memory(
     let degraded = mode.semantic() && vector.is_none();
     let keyword_side = mode.keyword() || degraded;
     crate::search::begin_search(conn, vector.is_none()).await?;
+    // The keyword side's ranking is chosen first: its count of the caller's chunks also tells
+    // when there is no memory to search, and then no other statement runs (a chat's recall asks
+    // every caller, and most chat users store no memory).
+    let ranking = if keyword_side {
+        let Some(ranking) = keyword_ranking(conn, &text).await? else {
+            return Ok(SearchResults {
+                mode: if degraded { SearchMode::Keyword } else { mode },
+                degraded,
+                hits: Vec::new(),
+                has_more: false,
+                words_weight: None,
+            });
+        };
+        Some(ranking)
+    } else {
+        None
+    };
 
     // Each side's candidates are scored on the other side too, so that fusion compares whole
     // scores rather than a score against a missing one: the nearest first, then the keyword
@@ -192,11 +209,12 @@ pub async fn search_memory(
         near = vector_candidates(conn, vector, &filters, None).await?;
     }
     let mut keyword: Vec<Scored> = Vec::new();
-    if keyword_side {
+    if let Some(ranking) = ranking {
         let also: Vec<Uuid> = near.iter().map(|n| n.memory_id).collect();
         let also = (!also.is_empty()).then_some(also);
         let follow = follow_weight(vector.is_none(), &text);
-        keyword = keyword_candidates(conn, &text, &filters, also.as_deref(), follow).await?;
+        keyword =
+            keyword_candidates(conn, ranking, &text, &filters, also.as_deref(), follow).await?;
     }
     if let Some(vector) = vector.filter(|_| keyword_side) {
         let missing: Vec<Uuid> = keyword

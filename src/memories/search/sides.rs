@@ -190,6 +190,19 @@ pub(crate) const CHUNKS_CORPUS: Corpus = Corpus {
                AND c.user_id = current_setting('mnemo.user')",
 };
 
+/// How the keyword side ranks the caller's memories ([`choose_ranking`] over the chunks), or
+/// `None` when the caller has no memory: every memory has at least one chunk (its content is
+/// never empty), so a count of no chunks means nothing to search, by words or by meaning.
+pub(super) async fn keyword_ranking(
+    conn: &mut Scoped,
+    text: &TextQuery,
+) -> Result<Option<Ranking>, sqlx::Error> {
+    Ok(match choose_ranking(conn, &CHUNKS_CORPUS, text).await? {
+        Ranking::Exact { texts: 0 } => None,
+        ranking => Some(ranking),
+    })
+}
+
 /// Keyword candidates: each matching memory once, at its best chunk or its summary, best first:
 /// the best [`CANDIDATES`], and also those of `also` (the other side's candidates) that match.
 /// With `follow` above 0, the memory after each of the best gains that share of its score (see
@@ -201,14 +214,18 @@ pub(crate) const CHUNKS_CORPUS: Corpus = Corpus {
 /// chunks of the caller's newest memories, and the candidates are the texts holding a rare term
 /// (exact document frequency) and the matches among the newest chunks and memory summaries; the
 /// common terms' frequencies are estimated from the sample.
+///
+/// `ranking` is [`choose_ranking`]'s choice for the chunks, made by the caller (see
+/// [`keyword_ranking`]).
 pub(super) async fn keyword_candidates(
     conn: &mut Scoped,
+    ranking: Ranking,
     text: &TextQuery,
     filters: &Filters,
     also: Option<&[Uuid]>,
     follow: f32,
 ) -> ApiResult<Vec<Scored>> {
-    let bounded = match choose_ranking(conn, &CHUNKS_CORPUS, text).await? {
+    let bounded = match ranking {
         Ranking::Exact { texts } => {
             return exact_keyword_candidates(conn, text, filters, also, follow, texts).await;
         }

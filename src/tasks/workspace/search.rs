@@ -279,6 +279,21 @@ impl Keys {
     }
 }
 
+/// Whether the caller has any task. A search of all of a caller's task history asks first: the
+/// ranking statement reads five tables and costs as much to start as to run (a chat's recall
+/// asks every caller, and most chat users have no task), the question one index probe.
+async fn has_tasks(tx: &mut Scoped) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+             SELECT 1 FROM tasks
+             WHERE tenant_id = current_setting('mnemo.tenant')
+               AND user_id = current_setting('mnemo.user')
+         ) AS "any!""#
+    )
+    .fetch_one(&mut *tx)
+    .await
+}
+
 /// Searches task history: of one task (`task_id`) or all of the caller's. `keyword` ranks the
 /// whole history by words and pages by `offset`/`limit`; `semantic` and `hybrid` (with `vector`,
 /// the query's embedding) rank the best candidates of each side. Without a vector in those
@@ -294,6 +309,15 @@ pub async fn search(
     let text = TextQuery::parse("query", query)?;
     let vector = vector.filter(|_| mode.semantic());
     let degraded = mode.semantic() && vector.is_none();
+    if task_id.is_none() && !has_tasks(tx).await? {
+        return Ok(Found {
+            hits: Vec::new(),
+            more: false,
+            mode: if degraded { SearchMode::Keyword } else { mode },
+            degraded,
+            words_weight: None,
+        });
+    }
     crate::search::begin_search(tx, vector.is_none()).await?;
     let Some(vector) = vector else {
         let (hits, more, query_weight) = by_words(tx, task_id, &text, offset, limit).await?;
