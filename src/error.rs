@@ -309,12 +309,36 @@ impl From<sqlx::Error> for ApiError {
         if let sqlx::Error::Database(db) = &err
             && db.code().as_deref() == Some("22008")
         {
-            return ApiError::status(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "a date or time is outside the range that can be stored (4713 BC to 294276 AD)",
-            );
+            return ApiError::status(StatusCode::UNPROCESSABLE_ENTITY, OUT_OF_RANGE_TIME);
         }
         ApiError::Internal(anyhow::Error::new(err))
+    }
+}
+
+/// What a date PostgreSQL cannot hold is answered with.
+const OUT_OF_RANGE_TIME: &str =
+    "a date or time is outside the range that can be stored (4713 BC to 294276 AD)";
+
+/// Checks that PostgreSQL can hold `at`, as it checks a bound parameter: for a request that may
+/// answer without sending it (a search of nothing), so that the same input is 422 either way.
+/// The range is PostgreSQL's `timestamptz`: from 4714-11-24 BC (astronomical year -4713) at
+/// midnight UTC, up to but not including the year 294277.
+pub fn check_storable_time(
+    field: &str,
+    at: Option<chrono::DateTime<chrono::Utc>>,
+) -> ApiResult<()> {
+    /// Microseconds from 2000-01-01 UTC, PostgreSQL's epoch: `MIN_TIMESTAMP` (included) and
+    /// `END_TIMESTAMP` (excluded).
+    const FIRST: i64 = -211_813_488_000_000_000;
+    const END: i64 = 9_223_371_331_200_000_000;
+    let Some(at) = at else {
+        return Ok(());
+    };
+    /// 2000-01-01 UTC, in microseconds from 1970.
+    const EPOCH: i64 = 946_684_800_000_000;
+    match at.timestamp_micros().checked_sub(EPOCH) {
+        Some(us) if (FIRST..END).contains(&us) => Ok(()),
+        _ => Err(ApiError::invalid(field, OUT_OF_RANGE_TIME)),
     }
 }
 

@@ -267,6 +267,10 @@ pub async fn recall_in(
         None => ALL_KINDS.to_vec(),
     };
     let filters = request.filters.clone().unwrap_or_default();
+    // A kind with nothing to search sends no statement, and so not the time filters either:
+    // checked here as PostgreSQL would check them.
+    crate::error::check_storable_time("filters.after", filters.after)?;
+    crate::error::check_storable_time("filters.before", filters.before)?;
     // Each kind contributes up to `limit` hits, plus room for what is excluded.
     let per_kind = limit
         + u32::try_from(exclude.messages.len())

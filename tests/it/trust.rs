@@ -215,6 +215,54 @@ async fn dates_outside_the_database_range_are_422(pool: PgPool) {
             "{path}: {problem}"
         );
     }
+    // A search answers the same whether or not it finds something to search: the first
+    // instant PostgreSQL holds is taken, the one before it is 422 naming the filter, for a
+    // user with memories and one without.
+    let first = "-4713-11-24T00:00:00Z";
+    let before_first = "-4713-11-23T23:59:59.999999Z";
+    // The bounds are PostgreSQL's own.
+    for (at, holds) in [(first, true), (before_first, false)] {
+        let at: chrono::DateTime<chrono::Utc> = serde_json::from_value(json!(at)).unwrap();
+        let bound = sqlx::query("SELECT $1::timestamptz")
+            .bind(at)
+            .execute(&app.pool)
+            .await;
+        assert_eq!(bound.is_ok(), holds, "{at}: {bound:?}");
+    }
+    let bob = app.token("t1", "bob");
+    expect(
+        app.post("/api/memories", &bob)
+            .json(&json!({"content": "hi there", "description": "greeting"})),
+        201,
+    )
+    .await;
+    for who in [&token, &bob] {
+        for field in ["created_after", "created_before"] {
+            expect(
+                app.post("/api/memories/search", who)
+                    .json(&json!({"query": "hi", "filters": {field: first}})),
+                200,
+            )
+            .await;
+            let problem = expect_problem(
+                app.post("/api/memories/search", who)
+                    .json(&json!({"query": "hi", "filters": {field: before_first}})),
+                422,
+            )
+            .await;
+            assert!(
+                problem["detail"].as_str().unwrap().contains("4713 BC"),
+                "{problem}"
+            );
+        }
+        let problem = expect_problem(
+            app.post("/api/recall", who)
+                .json(&json!({"query": "hi", "filters": {"after": before_first}})),
+            422,
+        )
+        .await;
+        assert_eq!(problem["field"], "filters.after", "{problem}");
+    }
     let events = expect(app.get(&format!("/api/tasks/{id}/events"), &token), 200).await;
     assert_eq!(events["items"], json!([]), "{events}");
     let sessions = expect(app.get("/api/chat/sessions", &token), 200).await;
