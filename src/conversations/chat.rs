@@ -220,6 +220,14 @@ pub async fn prepare(state: &AppState, caller: &Caller, req: ChatRequest) -> Api
         None => (crate::search::SearchMode::Keyword, None),
     };
     let mut tx = caller.begin().await?;
+    if question.is_some() {
+        // The recall's search settings, made before the window read rather than by the first
+        // search: by words alone the window and summary reads then run their generic plans
+        // too, instead of being planned for their parameters on every turn.
+        let (mode, vector) = &recall_vector;
+        let words_only = !mode.semantic() || vector.is_none();
+        crate::search::begin_search(&mut tx, words_only).await?;
+    }
     let (version, window) = read_window(state, caller, &mut tx, &session_id).await?;
     let earlier = if version.is_some() {
         store::summary_state(&mut tx, &session_id).await?

@@ -2121,6 +2121,48 @@ async fn a_recall_searches_only_the_kinds_the_caller_has(pool: PgPool) {
     assert_eq!(after.2, before.2 + 1, "{before:?} -> {after:?}");
 }
 
+/// A chat turn that recalls by words makes the search settings before it reads the window, so
+/// the window read runs its generic plan from the first turn instead of being planned for its
+/// parameters on each (the plan a search by words alone forces).
+#[sqlx::test]
+async fn a_chat_turn_reads_its_window_with_the_generic_plan(pool: PgPool) {
+    let one = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let app = TestApp::new(one.clone()).await;
+    let alice = app.token("acme", "alice");
+    for (i, text) in ["we decided to deploy on friday", "what did we decide?"]
+        .iter()
+        .enumerate()
+    {
+        let context = expect(
+            app.post("/api/chat/context", &alice).json(&json!({
+                "session_id": "standup",
+                "new_messages": [{"id": format!("m{i}"), "sender": "user", "text": text,
+                                  "timestamp": format!("2026-03-02T10:00:0{i}Z")}]
+            })),
+            200,
+        )
+        .await;
+        // The window holds the earlier turn.
+        assert!(
+            context["messages"].as_array().unwrap().len() >= i + 2,
+            "{context}"
+        );
+    }
+    let (generic, custom): (i64, i64) = sqlx::query_as(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements
+         WHERE statement LIKE '%IS DISTINCT FROM%' AND statement LIKE '%conversation_messages%'
+           AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_one(&one)
+    .await
+    .unwrap();
+    assert_eq!((generic, custom), (2, 0));
+}
+
 /// A task with one item of each kind in its history; answers its id.
 async fn task_with_history(app: &TestApp, token: &str, step_text: &str) -> String {
     let task = expect(
