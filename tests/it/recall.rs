@@ -1955,17 +1955,23 @@ async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
     assert_eq!(found["hits"], json!([]), "{found}");
 }
 
+/// A pool of one connection to the test's database: every request of an app on it runs on that
+/// connection, so `pg_prepared_statements` read through it lists the app's statements.
+async fn one_connection(pool: &PgPool) -> PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap()
+}
+
 /// A memory search looks its hits up by key with statements a pooled connection prepares once.
 /// Their kept plan was made for whoever was in scope then; over a long history each lookup is
 /// planned for the caller instead (a custom plan), while a small history keeps using the generic
 /// one. One connection serves both users here, so the plans counted are the same statements'.
 #[sqlx::test]
 async fn lookups_over_a_long_history_are_planned_for_the_caller(pool: PgPool) {
-    let one = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(pool.connect_options().as_ref().clone())
-        .await
-        .unwrap();
+    let one = one_connection(&pool).await;
     let app = TestApp::new(one.clone()).await;
     load_deploy_history(&pool, mnemo::search::query::KEYWORD_SAMPLE + 100).await;
     let bob = app.token("acme", "bob");
@@ -2032,11 +2038,7 @@ async fn lookups_over_a_long_history_are_planned_for_the_caller(pool: PgPool) {
 /// another app on the test's pool (a write keeps its connection for the next one a while).
 #[sqlx::test]
 async fn a_recall_searches_only_the_kinds_the_caller_has(pool: PgPool) {
-    let one = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(pool.connect_options().as_ref().clone())
-        .await
-        .unwrap();
+    let one = one_connection(&pool).await;
     let app = TestApp::new(one.clone()).await;
     let writer = TestApp::new(pool.clone()).await;
     // Runs of (the memory ranking, the task ranking, the task probe), prepared on the one
@@ -2126,11 +2128,7 @@ async fn a_recall_searches_only_the_kinds_the_caller_has(pool: PgPool) {
 /// parameters on each (the plan a search by words alone forces).
 #[sqlx::test]
 async fn a_chat_turn_reads_its_window_with_the_generic_plan(pool: PgPool) {
-    let one = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(pool.connect_options().as_ref().clone())
-        .await
-        .unwrap();
+    let one = one_connection(&pool).await;
     let app = TestApp::new(one.clone()).await;
     let alice = app.token("acme", "alice");
     for (i, text) in ["we decided to deploy on friday", "what did we decide?"]
