@@ -225,7 +225,7 @@ pub async fn prepare(state: &AppState, caller: &Caller, req: ChatRequest) -> Api
         // search: by words alone the window and summary reads then run their generic plans
         // too, instead of being planned for their parameters on every turn.
         let (mode, vector) = &recall_vector;
-        let words_only = !mode.semantic() || vector.is_none();
+        let words_only = crate::search::words_only(*mode, vector.as_ref());
         crate::search::begin_search(&mut tx, words_only).await?;
     }
     let (version, window) = read_window(state, caller, &mut tx, &session_id).await?;

@@ -537,7 +537,7 @@ pub async fn search_messages(
     let vector = vector.filter(|_| mode.semantic());
     let degraded = mode.semantic() && vector.is_none();
     let keyword_side = mode.keyword() || degraded;
-    crate::search::begin_search(conn, vector.is_none()).await?;
+    crate::search::begin_search(conn, crate::search::words_only(mode, vector)).await?;
 
     // Each side's candidates are scored on the other side too (as in the memory search): the
     // nearest first, then the keyword ranking with the keyword scores of those, then the

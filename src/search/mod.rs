@@ -87,6 +87,12 @@ pub struct QueryVector {
     pub crowd_weight: f32,
 }
 
+/// Whether a search in `mode` with the query's embedding `vector` runs by words alone: keyword
+/// mode, or no vector (no embedder, or it failed). What [`begin_search`] is told.
+pub fn words_only(mode: SearchMode, vector: Option<&QueryVector>) -> bool {
+    !mode.semantic() || vector.is_none()
+}
+
 /// Settings every search sets at its start, for its transaction only: pgvector's iterative index
 /// scans (so row-level security and filters never shorten a nearest-neighbour list), and, for a
 /// search by words alone (`words_only`), generic plans.

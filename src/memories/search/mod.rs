@@ -181,7 +181,9 @@ pub async fn search_memory(
     let vector = vector.filter(|_| mode.semantic());
     let degraded = mode.semantic() && vector.is_none();
     let keyword_side = mode.keyword() || degraded;
-    crate::search::begin_search(conn, vector.is_none()).await?;
+    // The mode that ranks the hits: by words when the vector is missing.
+    let answered = if degraded { SearchMode::Keyword } else { mode };
+    crate::search::begin_search(conn, crate::search::words_only(mode, vector)).await?;
     // The keyword side's ranking is chosen first: its count of the caller's chunks also tells
     // when there is no memory to search, and then no other statement runs (a chat's recall asks
     // every caller, and most chat users store no memory).
@@ -192,7 +194,7 @@ pub async fn search_memory(
         crate::error::check_storable_time("filters.created_before", filters.created_before)?;
         let Some(ranking) = keyword_ranking(conn, &text).await? else {
             return Ok(SearchResults {
-                mode: if degraded { SearchMode::Keyword } else { mode },
+                mode: answered,
                 degraded,
                 hits: Vec::new(),
                 has_more: false,
@@ -374,7 +376,7 @@ pub async fn search_memory(
         })
         .collect();
     Ok(SearchResults {
-        mode: if degraded { SearchMode::Keyword } else { mode },
+        mode: answered,
         degraded,
         hits,
         has_more,

@@ -309,22 +309,24 @@ pub async fn search(
     let text = TextQuery::parse("query", query)?;
     let vector = vector.filter(|_| mode.semantic());
     let degraded = mode.semantic() && vector.is_none();
+    // The mode that ranks the hits: by words when the vector is missing.
+    let answered = if degraded { SearchMode::Keyword } else { mode };
     if task_id.is_none() && !has_tasks(tx).await? {
         return Ok(Found {
             hits: Vec::new(),
             more: false,
-            mode: if degraded { SearchMode::Keyword } else { mode },
+            mode: answered,
             degraded,
             words_weight: None,
         });
     }
-    crate::search::begin_search(tx, vector.is_none()).await?;
+    crate::search::begin_search(tx, crate::search::words_only(mode, vector)).await?;
     let Some(vector) = vector else {
         let (hits, more, query_weight) = by_words(tx, task_id, &text, offset, limit).await?;
         return Ok(Found {
             hits,
             more,
-            mode: if degraded { SearchMode::Keyword } else { mode },
+            mode: answered,
             degraded,
             words_weight: query_weight,
         });
