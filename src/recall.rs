@@ -271,11 +271,6 @@ pub async fn recall_in(
     // checked here as PostgreSQL would check them.
     crate::error::check_storable_time("filters.after", filters.after)?;
     crate::error::check_storable_time("filters.before", filters.before)?;
-    // Each kind contributes up to `limit` hits, plus room for what is excluded.
-    let per_kind = limit
-        + u32::try_from(exclude.messages.len())
-            .unwrap_or(u32::MAX)
-            .min(50);
     let mut lists: Vec<Vec<RecallHit>> = Vec::new();
     let mut degraded = false;
     // The similarities of the hits ranked by meaning, for the note sections' scores.
@@ -322,11 +317,14 @@ pub async fn recall_in(
             agent_id: filters.agent_id.clone(),
             after: filters.after,
             before: filters.before,
-            limit: Some(per_kind.min(100)),
+            // Each kind contributes up to `limit` hits; the message search itself looks past
+            // the excluded ones.
+            limit: Some(limit),
             mode: Some(mode),
         };
         let retention = retention_days.and_then(|d| i32::try_from(d).ok());
-        let found = search_messages(conn, &search, retention, mode, vector).await?;
+        let found =
+            search_messages(conn, &search, retention, mode, vector, &exclude.messages).await?;
         degraded |= found.degraded;
         let scale = Scale::of(found.words_weight);
         similarities.extend(found.hits.iter().filter_map(|h| h.similarity));
@@ -334,13 +332,6 @@ pub async fn recall_in(
             found
                 .hits
                 .into_iter()
-                .filter(|h| {
-                    !exclude
-                        .messages
-                        .iter()
-                        .any(|(s, m)| *s == h.session_id && *m == h.message_id)
-                })
-                .take(limit as usize)
                 .map(|h| {
                     let mut hit = RecallHit::new(Kind::Message, h.snippet);
                     hit.score = scale.apply(h.score);

@@ -125,6 +125,10 @@ struct Scored {
 }
 
 struct Shown {
+    /// The hit's place in the ranking, from 1.
+    ord: i64,
+    /// How many of the ranked hits are not excluded (the same on every row).
+    kept: i64,
     session_id: String,
     message_id: String,
     sender: String,
@@ -526,14 +530,22 @@ async fn neighbours(
 }
 
 /// Ranked search over the caller's archived messages; see [`crate::search`] for the modes.
+///
+/// `exclude` names messages `(session_id, message_id)` the caller does not want (a chat turn's
+/// recall leaves out what its window holds): the ranking looks that many places deeper, and
+/// they are dropped before the hits are rendered, so the answer holds up to `limit` others and
+/// no snippet or neighbour is looked up for a message that is then thrown away.
 pub async fn search_messages(
     conn: &mut Scoped,
     request: &ChatSearchRequest,
     retention_days: Option<i32>,
     mode: SearchMode,
     vector: Option<&QueryVector>,
+    exclude: &[(String, String)],
 ) -> ApiResult<ChatSearchResults> {
     let (text, filters, limit) = filters(request, retention_days)?;
+    // How deep the ranking is read: every excluded message may take a place (at most 50 more).
+    let depth = limit as usize + exclude.len().min(50);
     let vector = vector.filter(|_| mode.semantic());
     let degraded = mode.semantic() && vector.is_none();
     let keyword_side = mode.keyword() || degraded;
@@ -579,57 +591,83 @@ pub async fn search_messages(
         query_weight,
     );
     let lifts = LIFTS.for_query(&text);
-    let lifted = liftable(&ranked, limit as usize, lifts);
+    let lifted = liftable(&ranked, depth, lifts);
     let seqs: Vec<i64> = ranked[..lifted].iter().map(|r| r.id).collect();
     let neighbours = neighbours(conn, &seqs, text.asks_when).await?;
     lift_by_neighbours(&mut ranked, &neighbours, lifts);
-    let has_more = ranked.len() > limit as usize;
-    ranked.truncate(limit as usize);
+    let deeper = ranked.len() > depth;
+    ranked.truncate(depth);
 
     let seqs: Vec<i64> = ranked.iter().map(|r| r.id).collect();
     let highlight: Vec<bool> = ranked.iter().map(|r| r.keyword.is_some()).collect();
+    let (gone_sessions, gone_ids): (Vec<&str>, Vec<&str>) = exclude
+        .iter()
+        .map(|(session, id)| (session.as_str(), id.as_str()))
+        .unzip();
+    // The hits in rank order less the excluded ones; only the first `limit` of those are
+    // rendered (snippet, agent, the ids around them), and `kept` counts all of them.
     let shown = sqlx::query_as!(
         Shown,
         r#"WITH q AS (SELECT websearch_to_tsquery('english', mnemo_memory_search_text($1)) AS q)
-         SELECT m.session_id, m.message_id, m.sender, m.sent_at, s.agent_name,
-                CASE WHEN u.highlight
-                     THEN ts_headline('english', mnemo_memory_search_text(m.text), q.q,
+         SELECT h.ord AS "ord!", h.kept AS "kept!", h.session_id, h.message_id, h.sender,
+                h.sent_at, s.agent_name,
+                CASE WHEN h.highlight
+                     THEN ts_headline('english', mnemo_memory_search_text(h.text), q.q,
                               'StartSel="**", StopSel="**", MaxWords=35, MinWords=12')
-                     ELSE left(m.text, 300)
+                     ELSE left(h.text, 300)
                 END AS "snippet!",
                 (SELECT p.message_id FROM conversation_messages p
-                 WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
-                   AND p.session_id = m.session_id AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
+                 WHERE p.tenant_id = h.tenant_id AND p.user_id = h.user_id
+                   AND p.session_id = h.session_id AND (p.sent_at, p.seq) < (h.sent_at, h.seq)
                  ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1) AS "previous_id?",
                 (SELECT n.message_id FROM conversation_messages n
-                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
-                   AND n.session_id = m.session_id AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
+                 WHERE n.tenant_id = h.tenant_id AND n.user_id = h.user_id
+                   AND n.session_id = h.session_id AND (n.sent_at, n.seq) > (h.sent_at, h.seq)
                  ORDER BY n.sent_at, n.seq LIMIT 1) AS "next_id?"
-         FROM unnest($2::int8[], $3::bool[]) WITH ORDINALITY AS u(seq, highlight, ord)
+         FROM (
+             SELECT u.ord, u.highlight, m.tenant_id, m.user_id, m.session_id, m.message_id,
+                    m.sender, m.sent_at, m.seq, m.text,
+                    row_number() OVER (ORDER BY u.ord) AS place, count(*) OVER () AS kept
+             FROM unnest($2::int8[], $3::bool[]) WITH ORDINALITY AS u(seq, highlight, ord)
+             -- One index lookup per hit in every plan (see `neighbours`).
+             CROSS JOIN LATERAL (
+                 SELECT * FROM conversation_messages m
+                 WHERE m.tenant_id = current_setting('mnemo.tenant')
+                   AND m.user_id = current_setting('mnemo.user') AND m.seq = u.seq
+                 LIMIT 1
+             ) m
+             WHERE NOT EXISTS (
+                 SELECT 1 FROM unnest($4::text[], $5::text[]) AS x(session_id, message_id)
+                 WHERE x.session_id = m.session_id AND x.message_id = m.message_id
+             )
+         ) h
          CROSS JOIN q
-         -- One index lookup per hit in every plan (see `neighbours`).
-         CROSS JOIN LATERAL (
-             SELECT * FROM conversation_messages m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user') AND m.seq = u.seq
-             LIMIT 1
-         ) m
          CROSS JOIN LATERAL (
              SELECT s.agent_name FROM agent_sessions s
-             WHERE s.tenant_id = m.tenant_id AND s.user_id = m.user_id
-               AND s.session_id = m.session_id
+             WHERE s.tenant_id = h.tenant_id AND s.user_id = h.user_id
+               AND s.session_id = h.session_id
              LIMIT 1
          ) s
-         ORDER BY u.ord"#,
+         WHERE h.place <= $6
+         ORDER BY h.ord"#,
         &text.any,
         &seqs,
-        &highlight
+        &highlight,
+        &gone_sessions as &[&str],
+        &gone_ids as &[&str],
+        i64::from(limit)
     )
     .fetch_all(&mut *conn)
     .await?;
-    let hits = ranked
-        .iter()
-        .zip(shown)
+    let has_more = deeper || shown.first().is_some_and(|m| m.kept > i64::from(limit));
+    let hits = shown
+        .into_iter()
+        .filter_map(|m| {
+            let rank = usize::try_from(m.ord - 1)
+                .ok()
+                .and_then(|i| ranked.get(i))?;
+            Some((rank, m))
+        })
         .map(|(rank, m)| MessageHit {
             session_id: m.session_id,
             message_id: m.message_id,

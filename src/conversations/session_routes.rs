@@ -192,6 +192,7 @@ pub async fn search_chat(
         state.config.conversations.retention(),
         mode,
         vector.as_ref(),
+        &[],
     )
     .await?;
     tx.end_read_only();

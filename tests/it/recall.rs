@@ -1659,6 +1659,79 @@ async fn chat_context_recalls_other_sessions(pool: PgPool) {
     );
 }
 
+/// A window full of matches does not crowd the recall: the search looks past what the window
+/// holds, and the turn still recalls K messages, all from elsewhere, best first.
+#[sqlx::test]
+async fn a_window_full_of_matches_still_recalls_k_others(pool: PgPool) {
+    let app = TestApp::with_config(pool, |c| {
+        c.conversations.chat_recall_k = 3;
+        c.conversations.window_messages = 6;
+    })
+    .await;
+    let alice = app.token("acme", "alice");
+    // The current session: six messages about the boiler, all in the window.
+    let now: Vec<(String, String)> = (0..6)
+        .map(|i| {
+            (
+                format!("n{i}"),
+                format!("The boiler pressure dropped again, reading {i}"),
+            )
+        })
+        .collect();
+    let now: Vec<(&str, &str, &str)> = now
+        .iter()
+        .map(|(id, text)| (id.as_str(), "user", text.as_str()))
+        .collect();
+    archive(&app, &alice, "now", &now).await;
+    // An older session: four about the boiler, one about something else.
+    archive(
+        &app,
+        &alice,
+        "winter",
+        &[
+            (
+                "w1",
+                "user",
+                "The boiler pressure was fixed by the plumber in January",
+            ),
+            ("w2", "user", "Boiler pressure should sit at 1.5 bar"),
+            ("w3", "user", "The boiler pressure valve was replaced"),
+            (
+                "w4",
+                "user",
+                "Pressure on the boiler drops when the radiators are bled",
+            ),
+            ("w5", "user", "We bought a new sofa"),
+        ],
+    )
+    .await;
+    let context = expect(
+        app.post("/api/chat/context", &alice).json(&json!({
+            "session_id": "now",
+            "new_messages": [{"id": "n6", "sender": "user", "text": "Why does the boiler pressure drop?",
+                              "timestamp": "2026-04-01T10:00:00Z"}]
+        })),
+        200,
+    )
+    .await;
+    let recalled: Vec<&Value> = context["recalled"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no recalled list: {context}"))
+        .iter()
+        .collect();
+    assert_eq!(recalled.len(), 3, "{context}");
+    for hit in &recalled {
+        assert_eq!(hit["kind"], "message", "{hit}");
+        assert_eq!(hit["session_id"], "winter", "the window holds it: {hit}");
+        assert_ne!(hit["message_id"], "w5", "{hit}");
+    }
+    let scores: Vec<f64> = recalled
+        .iter()
+        .map(|h| h["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+}
+
 /// MNEMO_CHAT_RECALL_K=0 turns recall off.
 #[sqlx::test]
 async fn chat_recall_can_be_turned_off(pool: PgPool) {
