@@ -76,6 +76,7 @@ impl AppState {
 
     /// Sets the embedder of semantic search (or none), and whether writes queue their text
     /// for it.
+    ///
     /// Meant for start-up, before the state is shared: a state already cloned is copied
     /// first, and its clones keep what they had.
     pub fn set_embedder(&mut self, embedder: Option<Embedder>) {
