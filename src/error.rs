@@ -331,11 +331,11 @@ pub fn check_storable_time(
     /// `END_TIMESTAMP` (excluded).
     const FIRST: i64 = -211_813_488_000_000_000;
     const END: i64 = 9_223_371_331_200_000_000;
+    /// 2000-01-01 UTC, in microseconds from 1970.
+    const EPOCH: i64 = 946_684_800_000_000;
     let Some(at) = at else {
         return Ok(());
     };
-    /// 2000-01-01 UTC, in microseconds from 1970.
-    const EPOCH: i64 = 946_684_800_000_000;
     match at.timestamp_micros().checked_sub(EPOCH) {
         Some(us) if (FIRST..END).contains(&us) => Ok(()),
         _ => Err(ApiError::invalid(field, OUT_OF_RANGE_TIME)),

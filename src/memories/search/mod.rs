@@ -168,6 +168,10 @@ pub async fn search_memory(
     if let Some(metadata) = &f.metadata {
         check_metadata("filters.metadata", metadata)?;
     }
+    // Checked as PostgreSQL checks a bound date, since a search with nothing to rank answers
+    // before any statement binds them.
+    crate::error::check_storable_time("filters.created_after", f.created_after)?;
+    crate::error::check_storable_time("filters.created_before", f.created_before)?;
     let filters = Filters {
         include_inactive: f.include_inactive,
         agent_id: f.agent_id.clone(),
@@ -188,10 +192,6 @@ pub async fn search_memory(
     // when there is no memory to search, and then no other statement runs (a chat's recall asks
     // every caller, and most chat users store no memory).
     let ranking = if keyword_side {
-        // The time filters reach PostgreSQL only in the statements skipped below: checked here
-        // as it would check them.
-        crate::error::check_storable_time("filters.created_after", filters.created_after)?;
-        crate::error::check_storable_time("filters.created_before", filters.created_before)?;
         let Some(ranking) = keyword_ranking(conn, &text).await? else {
             return Ok(SearchResults {
                 mode: answered,
