@@ -662,12 +662,7 @@ pub async fn search_messages(
     let has_more = deeper || shown.first().is_some_and(|m| m.kept > i64::from(limit));
     let hits = shown
         .into_iter()
-        .filter_map(|m| {
-            let rank = usize::try_from(m.ord - 1)
-                .ok()
-                .and_then(|i| ranked.get(i))?;
-            Some((rank, m))
-        })
+        .filter_map(|m| Some((ranked.get(usize::try_from(m.ord - 1).ok()?)?, m)))
         .map(|(rank, m)| MessageHit {
             session_id: m.session_id,
             message_id: m.message_id,
