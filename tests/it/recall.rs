@@ -1116,6 +1116,25 @@ async fn archive(app: &TestApp, token: &str, session: &str, messages: &[(&str, &
     .await;
 }
 
+/// One chat turn: `POST /api/chat/context` in `session` with the user message `(id, text)` sent
+/// at `timestamp`; answers the compiled context.
+async fn turn(
+    app: &TestApp,
+    token: &str,
+    session: &str,
+    (id, text): (&str, &str),
+    timestamp: &str,
+) -> Value {
+    expect(
+        app.post("/api/chat/context", token).json(&json!({
+            "session_id": session,
+            "new_messages": [{"id": id, "sender": "user", "text": text, "timestamp": timestamp}]
+        })),
+        200,
+    )
+    .await
+}
+
 /// Rows of `relation` a plan (`EXPLAIN (ANALYZE, FORMAT JSON)`) read: each scan's rows times its
 /// loops.
 fn rows_read(plan: &Value, relation: &str) -> f64 {
@@ -1606,13 +1625,12 @@ async fn chat_context_recalls_other_sessions(pool: PgPool) {
         ],
     )
     .await;
-    let context = expect(
-        app.post("/api/chat/context", &alice).json(&json!({
-            "session_id": "april",
-            "new_messages": [{"id": "n1", "sender": "user", "text": "When is my dentist appointment?",
-                              "timestamp": "2026-04-01T10:00:00Z"}]
-        })),
-        200,
+    let context = turn(
+        &app,
+        &alice,
+        "april",
+        ("n1", "When is my dentist appointment?"),
+        "2026-04-01T10:00:00Z",
     )
     .await;
     let messages = context["messages"].as_array().unwrap();
@@ -1636,13 +1654,12 @@ async fn chat_context_recalls_other_sessions(pool: PgPool) {
     );
 
     // In the same session, what the window holds is not recalled again.
-    let context = expect(
-        app.post("/api/chat/context", &alice).json(&json!({
-            "session_id": "march",
-            "new_messages": [{"id": "a3", "sender": "user", "text": "Remind me about the dentist",
-                              "timestamp": "2026-03-02T10:00:00Z"}]
-        })),
-        200,
+    let context = turn(
+        &app,
+        &alice,
+        "march",
+        ("a3", "Remind me about the dentist"),
+        "2026-03-02T10:00:00Z",
     )
     .await;
     let block = context["messages"]
@@ -1705,13 +1722,12 @@ async fn a_window_full_of_matches_still_recalls_k_others(pool: PgPool) {
         ],
     )
     .await;
-    let context = expect(
-        app.post("/api/chat/context", &alice).json(&json!({
-            "session_id": "now",
-            "new_messages": [{"id": "n6", "sender": "user", "text": "Why does the boiler pressure drop?",
-                              "timestamp": "2026-04-01T10:00:00Z"}]
-        })),
-        200,
+    let context = turn(
+        &app,
+        &alice,
+        "now",
+        ("n6", "Why does the boiler pressure drop?"),
+        "2026-04-01T10:00:00Z",
     )
     .await;
     let recalled: Vec<&Value> = context["recalled"]
@@ -1744,13 +1760,12 @@ async fn chat_recall_can_be_turned_off(pool: PgPool) {
         &[("a1", "user", "dentist on the 14th")],
     )
     .await;
-    let context = expect(
-        app.post("/api/chat/context", &alice).json(&json!({
-            "session_id": "april",
-            "new_messages": [{"id": "n1", "sender": "user", "text": "dentist?",
-                              "timestamp": "2026-04-01T10:00:00Z"}]
-        })),
-        200,
+    let context = turn(
+        &app,
+        &alice,
+        "april",
+        ("n1", "dentist?"),
+        "2026-04-01T10:00:00Z",
     )
     .await;
     assert_eq!(
@@ -2208,13 +2223,12 @@ async fn a_chat_turn_reads_its_window_with_the_generic_plan(pool: PgPool) {
         .iter()
         .enumerate()
     {
-        let context = expect(
-            app.post("/api/chat/context", &alice).json(&json!({
-                "session_id": "standup",
-                "new_messages": [{"id": format!("m{i}"), "sender": "user", "text": text,
-                                  "timestamp": format!("2026-03-02T10:00:0{i}Z")}]
-            })),
-            200,
+        let context = turn(
+            &app,
+            &alice,
+            "standup",
+            (&format!("m{i}"), text),
+            &format!("2026-03-02T10:00:0{i}Z"),
         )
         .await;
         // The window holds the earlier turn.
