@@ -1592,6 +1592,149 @@ async fn the_summary_folds_in_only_the_messages_since(pool: PgPool) {
     assert_eq!(left, 0);
 }
 
+/// The refresh reads and writes as the session's own user: three users (two tenants, the same
+/// user id in both) with a session of the same id each get a summary of their own messages
+/// only, and a refresh of one leaves the others' summaries and digest states as they were.
+#[sqlx::test]
+async fn a_summary_refresh_reads_and_writes_only_its_users_session(pool: PgPool) {
+    let app = TestApp::with_config(pool.clone(), |c| {
+        c.conversations.chat_summary_every = 2;
+        c.conversations.chat_recall_k = 0;
+    })
+    .await;
+    let users = [
+        ("t1", "alice", "kafka"),
+        ("t2", "alice", "zeppelin"),
+        ("t1", "bob", "glacier"),
+    ];
+    for (tenant, user, word) in users {
+        let token = app.token(tenant, user);
+        let request = app.post(ARCHIVE, &token).json(&batch(
+            "same",
+            vec![
+                msg("m1", &format!("The {word} schedule slipped."), "user", 1),
+                msg(
+                    "m2",
+                    &format!("The {word} schedule needs a review."),
+                    "ai",
+                    2,
+                ),
+            ],
+        ));
+        expect(request, 200).await;
+        let summary = summary_covering(&app, &token, "same", 2).await["summary"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            summary.contains(&format!("Topics: {word}, schedule")),
+            "{summary}"
+        );
+        for (_, _, other) in users.iter().filter(|u| u.2 != word) {
+            assert!(
+                !summary.contains(other),
+                "{user}@{tenant} read {other}: {summary}"
+            );
+        }
+    }
+    let digests: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT d.tenant_id, d.user_id, d.through_seq FROM session_digests d ORDER BY 1, 2",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let before: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT tenant_id || '/' || user_id, summary FROM agent_sessions ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(digests.len(), 3, "{digests:?}");
+    // Each digest went through its own user's last message.
+    for (tenant, user, through) in &digests {
+        let last: i64 = sqlx::query_scalar(
+            "SELECT max(seq) FROM conversation_messages WHERE tenant_id = $1 AND user_id = $2",
+        )
+        .bind(tenant)
+        .bind(user)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(*through, last, "{tenant}/{user}");
+    }
+
+    // Two more messages for alice of t1 only: her summary moves on, the others stay.
+    let token = app.token("t1", "alice");
+    let request = app.post(ARCHIVE, &token).json(&batch(
+        "same",
+        vec![
+            msg("m3", "Is the kafka rollout still on?", "user", 3),
+            msg("m4", "The kafka rollout waits for the review.", "ai", 4),
+        ],
+    ));
+    expect(request, 200).await;
+    let summary = summary_covering(&app, &token, "same", 4).await["summary"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(summary.starts_with("4 messages"), "{summary}");
+    let after: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT tenant_id || '/' || user_id, summary FROM agent_sessions ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for (was, now) in before.iter().zip(&after) {
+        if was.0 == "t1/alice" {
+            assert_ne!(was.1, now.1);
+        } else {
+            assert_eq!(was, now);
+        }
+    }
+}
+
+/// The summary write answers how many messages its summary leaves uncovered, so the refresher
+/// knows whether another is due without reading again; a write older than the stored summary
+/// stores nothing and answers nothing.
+#[sqlx::test]
+async fn the_summary_write_answers_what_it_leaves_uncovered(pool: PgPool) {
+    let app = TestApp::with_config(pool.clone(), |c| {
+        c.conversations.chat_summary_every = 0;
+        c.conversations.chat_recall_k = 0;
+    })
+    .await;
+    let token = app.token("t1", "alice");
+    let messages = (1..=5)
+        .map(|i| msg(&format!("m{i}"), &format!("note {i}"), "user", i))
+        .collect();
+    expect(app.post(ARCHIVE, &token).json(&batch("s", messages)), 200).await;
+    let write = |covers: i32| {
+        sqlx::query_as::<_, (bool, Option<i32>)>(
+            "SELECT stored, uncovered FROM mnemo_write_summary('s', 'a summary', $1, 0, '{}', 't1', 'alice')",
+        )
+        .bind(covers)
+        .fetch_one(&pool)
+    };
+    assert_eq!(write(2).await.unwrap(), (true, Some(3)));
+    assert_eq!(write(5).await.unwrap(), (true, Some(0)));
+    assert_eq!(
+        write(4).await.unwrap(),
+        (false, None),
+        "older than the stored one"
+    );
+    // Another user's call never reaches alice's session.
+    let other: (bool, Option<i32>) = sqlx::query_as(
+        "SELECT stored, uncovered FROM mnemo_write_summary('s', 'x', 9, 0, '{}', 't1', 'bob')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(other, (false, None));
+    let detail = session_detail(&app, &token, "s").await;
+    assert_eq!(detail["summary"], "a summary");
+    assert_eq!(detail["summary_message_count"], 5);
+}
+
 /// A stand-in model answering the running-summary prompt (and failing on request).
 #[derive(Clone, Default)]
 struct SummaryModel {

@@ -1232,9 +1232,11 @@ async fn read_functions_act_as_their_caller_first(pool: PgPool) {
             "mnemo_read_memory",
             "mnemo_read_messages",
             "mnemo_read_notes",
+            "mnemo_read_summary_due",
             "mnemo_write_archive",
             "mnemo_write_archives",
-            "mnemo_write_memory"
+            "mnemo_write_memory",
+            "mnemo_write_summary"
         ]
     );
     for (name, source, definer, config) in &functions {

@@ -15,8 +15,8 @@ use crate::db::Scoped;
 
 pub use messages::{messages, messages_sql};
 pub use sessions::{
-    SummaryMessage, SummaryState, delete_session, digest_state, last_messages, session, sessions,
-    sessions_sql, set_summary, summary_state,
+    SummaryDue, SummaryMessage, SummaryState, delete_session, session, sessions, sessions_sql,
+    store_summary, summary_due, summary_state,
 };
 pub use window::{WINDOW_SQL, WindowMessage, WindowRead, window};
 

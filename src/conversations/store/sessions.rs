@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::access::Caller;
 use crate::conversations::model::Session;
 use crate::conversations::summary::DigestState;
 use crate::db::Scoped;
@@ -138,94 +139,121 @@ pub struct SummaryMessage {
     pub seq: i64,
 }
 
-/// A session's last `limit` unexpired messages archived after the one numbered `after_seq` (all
-/// of them when `None`), oldest first. Read newest first along the session's time index, so when
-/// `limit` is the number archived since (the usual case: they are the newest), only those are
-/// read, however long the session.
-pub async fn last_messages(
-    conn: &mut Scoped,
-    retention_days: Option<i32>,
-    session_id: &str,
-    after_seq: Option<i64>,
-    limit: i64,
-) -> Result<Vec<SummaryMessage>, sqlx::Error> {
-    sqlx::query_as!(
-        SummaryMessage,
-        r#"SELECT m.sender AS "sender!", m.text AS "text!", m.seq AS "seq!" FROM agent_sessions s
-         CROSS JOIN LATERAL (
-             -- Through the session row, as `messages_sql` explains.
-             SELECT c.sender, c.text, c.sent_at, c.seq FROM conversation_messages c
-             WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id
-               AND c.session_id = s.session_id
-               AND ($1::int IS NULL OR c.archived_at >= now() - make_interval(days => $1::int))
-               -- `+ 0`: not through the (tenant, user, seq) index, which reads every message
-               -- the user archived since, in all sessions (27,000 for one busy user's refresh,
-               -- 15 ms), where the session's time index reads the few new ones (0.3 ms).
-               AND ($4::int8 IS NULL OR c.seq + 0 > $4)
-             ORDER BY c.sent_at DESC, c.seq DESC LIMIT $3
-         ) m
-         WHERE s.session_id = $2
-         ORDER BY m.sent_at, m.seq"#,
-        retention_days,
-        session_id,
-        limit,
-        after_seq
-    )
-    .fetch_all(&mut *conn)
-    .await
+/// What a refresh of a session's running summary reads ([`summary_due`]): where the summary
+/// stands, the digest's state with the last message it folded, and the messages since.
+#[derive(Debug)]
+pub struct SummaryDue {
+    pub state: SummaryState,
+    /// The digest's state and the `seq` of the last message it folded, when one is stored.
+    pub digest: Option<(i64, DigestState)>,
+    /// The messages since, oldest first; empty when fewer than the refresh interval arrived.
+    pub messages: Vec<SummaryMessage>,
 }
 
-/// The folded state of the session's model-less summary and the last message it covers, when
-/// one is stored.
-pub async fn digest_state(
-    conn: &mut Scoped,
+struct SummaryDueRow {
+    summary: Option<String>,
+    message_count: i32,
+    covers: i32,
+    through_seq: Option<i64>,
+    state: Option<sqlx::types::Json<DigestState>>,
+    sender: Option<String>,
+    text: Option<String>,
+    seq: Option<i64>,
+}
+
+/// Where session `session_id`'s summary stands, in one call of `mnemo_read_summary_due`; and
+/// when `every` or more messages arrived since it, the unexpired messages since: those after
+/// the digest's last (at most as many as arrived since, and `max`), or without a digest the
+/// session's last `max`. `None`: no such session. The messages are read newest first along the
+/// session's time index, so a refresh reads the few new ones however long the session.
+pub async fn summary_due(
+    caller: &Caller,
+    retention_days: Option<i32>,
     session_id: &str,
-) -> Result<Option<(i64, DigestState)>, sqlx::Error> {
-    let row = sqlx::query!(
-        r#"SELECT through_seq, state AS "state: sqlx::types::Json<DigestState>"
-           FROM session_digests WHERE session_id = $1"#,
-        session_id
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    Ok(row.map(|r| (r.through_seq, r.state.0)))
+    every: i32,
+    max: i64,
+) -> Result<Option<SummaryDue>, sqlx::Error> {
+    let rows = caller
+        .read_call(|tenant, user| {
+            sqlx::query_as!(
+                SummaryDueRow,
+                r#"SELECT summary, message_count AS "message_count!", covers AS "covers!",
+                          through_seq, state AS "state: sqlx::types::Json<DigestState>",
+                          sender, text, seq
+                   FROM mnemo_read_summary_due($1, $2, $3, $4, $5, $6)"#,
+                session_id,
+                every,
+                max,
+                retention_days,
+                tenant,
+                user
+            )
+        })
+        .await?;
+    let mut rows = rows;
+    let Some(first) = rows.first_mut() else {
+        return Ok(None);
+    };
+    let state = SummaryState {
+        summary: first.summary.take(),
+        message_count: first.message_count,
+        covers: first.covers,
+    };
+    let digest = first
+        .through_seq
+        .zip(first.state.take())
+        .map(|(seq, s)| (seq, s.0));
+    let messages = rows
+        .into_iter()
+        .filter_map(|r| {
+            Some(SummaryMessage {
+                sender: r.sender?,
+                text: r.text?,
+                seq: r.seq?,
+            })
+        })
+        .collect();
+    Ok(Some(SummaryDue {
+        state,
+        digest,
+        messages,
+    }))
 }
 
 /// Stores a running summary covering the first `covers` messages, with the digest state folded
-/// through the message numbered `through_seq`, unless a summary covering as many or more is
-/// stored already (a slower refresh never overwrites a newer one). True when stored.
-pub async fn set_summary(
-    conn: &mut Scoped,
+/// through the message numbered `through_seq`, in one call of `mnemo_write_summary`, unless a
+/// summary covering as many or more is stored already (a slower refresh never overwrites a
+/// newer one). When stored, the messages archived since those it covers (`Some(0)`: none);
+/// `None` when not.
+pub async fn store_summary(
+    caller: &Caller,
     session_id: &str,
     summary: &str,
     covers: i32,
     through_seq: i64,
     state: &DigestState,
-) -> Result<bool, sqlx::Error> {
-    let stored = sqlx::query_scalar!(
-        r#"WITH s AS (
-             UPDATE agent_sessions
-             SET summary = $2, summary_message_count = $3, summary_updated_at = now()
-             WHERE session_id = $1 AND summary_message_count < $3
-             RETURNING tenant_id, user_id, session_id
-         ), d AS (
-             INSERT INTO session_digests (tenant_id, user_id, session_id, through_seq, state)
-             SELECT tenant_id, user_id, session_id, $4, $5 FROM s
-             ON CONFLICT (tenant_id, user_id, session_id)
-             DO UPDATE SET through_seq = EXCLUDED.through_seq, state = EXCLUDED.state,
-                           updated_at = now()
-         )
-         SELECT count(*) AS "stored!" FROM s"#,
-        session_id,
-        summary,
-        covers,
-        through_seq,
-        // Serialized by serde as `jsonb` (`as _`: the macro would otherwise want a `Value`).
-        sqlx::types::Json(state) as _
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok(stored > 0)
+) -> Result<Option<i32>, sqlx::Error> {
+    let rows = caller
+        .write_call(|tenant, user| {
+            sqlx::query!(
+                r#"SELECT stored AS "stored!", uncovered
+                   FROM mnemo_write_summary($1, $2, $3, $4, $5, $6, $7)"#,
+                session_id,
+                summary,
+                covers,
+                through_seq,
+                // Serialized by serde as `jsonb` (`as _`: the macro would otherwise want a
+                // `Value`).
+                sqlx::types::Json(state) as _,
+                tenant,
+                user
+            )
+        })
+        .await?;
+    Ok(rows
+        .first()
+        .filter(|r| r.stored)
+        .map(|r| r.uncovered.unwrap_or(0)))
 }
 
 /// Deletes a session; its messages and batch records go with it (ON DELETE CASCADE).

@@ -109,9 +109,10 @@ fn schedule(state: &AppState, caller: &Caller, session_id: &str) {
     state.jobs.clone().spawn(async move {
         let _running = Running(key);
         for _ in 0..3 {
-            match refresh(&state, &caller, &session_id).await {
-                Ok(true) => continue,
-                Ok(false) => break,
+            match refresh_once(&state, &caller, &session_id).await {
+                // The archives that arrived meanwhile made the next one due.
+                Ok(Refreshed::Stored { due_again: true }) => continue,
+                Ok(_) => break,
                 Err(err) => {
                     tracing::warn!(session_id, error = %err, "session summary refresh failed");
                     break;
@@ -141,36 +142,49 @@ impl Drop for Running {
 /// Recomputes and stores the summary when `MNEMO_CHAT_SUMMARY_EVERY` messages or more arrived
 /// since the one stored; true when a new one was stored.
 pub async fn refresh(state: &AppState, caller: &Caller, session_id: &str) -> ApiResult<bool> {
-    let every = i64::from(state.config.conversations.chat_summary_every);
+    Ok(matches!(
+        refresh_once(state, caller, session_id).await?,
+        Refreshed::Stored { .. }
+    ))
+}
+
+/// What [`refresh_once`] did.
+enum Refreshed {
+    /// Nothing was due, or a newer summary was stored meanwhile.
+    Nothing,
+    /// A new summary was stored; `due_again` when as many messages as the interval arrived
+    /// while it was made (the write answers that, so no read is needed to know).
+    Stored { due_again: bool },
+}
+
+/// [`refresh`]: one read call (where the summary stands, and when due what to fold in) and,
+/// when due, one write call.
+async fn refresh_once(state: &AppState, caller: &Caller, session_id: &str) -> ApiResult<Refreshed> {
+    // Validated at start-up: at most 10,000.
+    let every = i32::try_from(state.config.conversations.chat_summary_every).unwrap_or(i32::MAX);
     if every == 0 {
-        return Ok(false);
+        return Ok(Refreshed::Nothing);
     }
     let retention = state
         .config
         .conversations
         .history_retention_days
         .and_then(|d| i32::try_from(d).ok());
-    let mut tx = caller.begin().await?;
-    let Some(current) = store::summary_state(&mut tx, session_id).await? else {
-        tx.end_read_only();
-        return Ok(false);
+    // One call: where the summary stands, and when due the digest's state and the messages
+    // since it (the first time, the last ones).
+    let Some(due) = store::summary_due(caller, retention, session_id, every, MAX_MESSAGES).await?
+    else {
+        return Ok(Refreshed::Nothing);
     };
+    let current = due.state;
     let since = i64::from(current.message_count) - i64::from(current.covers);
-    if since < every {
-        tx.end_read_only();
-        return Ok(false);
+    if since < i64::from(every) {
+        return Ok(Refreshed::Nothing);
     }
-    // The digest's state and the messages since it, or (the first time) the last ones.
-    let stored = store::digest_state(&mut tx, session_id).await?;
-    let (after, limit) = match &stored {
-        Some((through, _)) => (Some(*through), since.min(MAX_MESSAGES)),
-        None => (None, MAX_MESSAGES),
-    };
-    let messages = store::last_messages(&mut tx, retention, session_id, after, limit).await?;
-    tx.end_read_only();
-    let (through, mut folded) = stored.unwrap_or_default();
-    let through = messages.iter().map(|m| m.seq).fold(through, i64::max);
-    let lines: Vec<Line> = messages
+    let (through, mut folded) = due.digest.unwrap_or_default();
+    let through = due.messages.iter().map(|m| m.seq).fold(through, i64::max);
+    let lines: Vec<Line> = due
+        .messages
         .into_iter()
         .map(|m| Line {
             sender: m.sender,
@@ -196,9 +210,9 @@ pub async fn refresh(state: &AppState, caller: &Caller, session_id: &str) -> Api
         None => folded.render(),
     };
     let summary: String = summary.chars().take(MAX_SUMMARY_CHARS).collect();
-    let mut tx = caller.begin().await?;
-    let stored = store::set_summary(
-        &mut tx,
+    // One call, its own transaction.
+    let uncovered = store::store_summary(
+        caller,
         session_id,
         &summary,
         current.message_count,
@@ -206,8 +220,12 @@ pub async fn refresh(state: &AppState, caller: &Caller, session_id: &str) -> Api
         &folded,
     )
     .await?;
-    tx.commit().await?;
-    Ok(stored)
+    Ok(match uncovered {
+        Some(uncovered) => Refreshed::Stored {
+            due_again: uncovered >= every,
+        },
+        None => Refreshed::Nothing,
+    })
 }
 
 #[cfg(test)]
