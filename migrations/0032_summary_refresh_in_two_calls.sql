@@ -5,7 +5,8 @@
 -- due every 20 messages, that was a fifth of the CPU an append cost in all (turning summaries
 -- off took appends to 1,000 sessions from 91 / 223 to 67 / 178 µs of server / PostgreSQL CPU).
 -- Now the read is one call of `mnemo_read_summary_due` and the write one call of
--- `mnemo_write_summary`, each acting as the caller first, as the other one-call functions do.
+-- `mnemo_write_summary`, each acting as the caller first, as the other one-call functions do;
+-- the write answers whether the next refresh is due, and its commit does not wait for the disk.
 
 -- Where session $1's summary stands (its text, the messages the session holds, how many the
 -- summary covers, and the digest's state with the last message it folded), one row; and when
@@ -66,6 +67,12 @@ AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM mnemo_act_as(p_tenant, p_user);
+    -- The summary and its digest state are made from the stored messages, so the commit need
+    -- not wait for the disk: a crash that loses it leaves the summary as it was, still covering
+    -- fewer messages, and the next archive makes a refresh due again. (The setting lasts until
+    -- the call's own transaction ends; a later commit that waits for the disk makes it durable
+    -- too.)
+    PERFORM set_config('synchronous_commit', 'off', true);
     RETURN QUERY
     WITH s AS (
         UPDATE agent_sessions
