@@ -173,7 +173,7 @@ pub async fn summary_due(
     every: i32,
     max: i64,
 ) -> Result<Option<SummaryDue>, sqlx::Error> {
-    let rows = caller
+    let mut rows = caller
         .read_call(|tenant, user| {
             sqlx::query_as!(
                 SummaryDueRow,
@@ -190,7 +190,6 @@ pub async fn summary_due(
             )
         })
         .await?;
-    let mut rows = rows;
     let Some(first) = rows.first_mut() else {
         return Ok(None);
     };
