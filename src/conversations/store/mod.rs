@@ -1,5 +1,7 @@
-//! SQL of the conversation domain. Every function runs inside the caller's [`crate::db::Scoped`]
-//! transaction, so row-level security limits it to the caller's tenant and user.
+//! SQL of the conversation domain. Every function runs as the caller, inside its
+//! [`crate::db::Scoped`] transaction or as one call of a function that acts as the caller first
+//! (see [`crate::access::Caller::read_call`]), so row-level security limits it to the caller's
+//! tenant and user.
 
 mod messages;
 mod sessions;
