@@ -58,10 +58,11 @@ FROM generate_series(0, :memories - 1) i;
 
 INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
                             size_bytes, line_count, token_count, content_sha256, chunk_count,
-                            created_at, updated_at)
+                            created_at, updated_at, asks, ends_asking)
 SELECT 'bench', :'user', id, 'detail-' || i, 'text', left(content, 80), octet_length(content), 1,
        octet_length(content) / 4, encode(sha256(convert_to(content, 'UTF8')), 'hex'), 1,
-       timestamptz '2026-01-01' + i * interval '1 second', timestamptz '2026-01-01' + i * interval '1 second'
+       timestamptz '2026-01-01' + i * interval '1 second', timestamptz '2026-01-01' + i * interval '1 second',
+       coalesce(mnemo_only_asks(content), false), coalesce(mnemo_ends_asking(content), false)
 FROM scale_memories;
 
 INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start, byte_len, line_start,

@@ -16,11 +16,12 @@ JOIN bench_search_vocab v ON v.id = r.k
 GROUP BY r.i;
 INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, agent_id, memory_type, summary,
                             size_bytes, line_count, token_count, content_sha256, chunk_count,
-                            created_at, updated_at)
+                            created_at, updated_at, asks, ends_asking)
 SELECT 'bench', user_id, id, 'bench-' || i, 'agent-' || (i % 3), 'text', summary,
        octet_length(content), 1, words * 4 / 3, encode(sha256(convert_to(content, 'UTF8')), 'hex'),
        1, timestamptz '2026-01-01' + i * interval '10 seconds',
-       timestamptz '2026-01-01' + i * interval '10 seconds'
+       timestamptz '2026-01-01' + i * interval '10 seconds',
+       coalesce(mnemo_only_asks(content), false), coalesce(mnemo_ends_asking(content), false)
 FROM batch;
 INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start, byte_len, line_start,
                                  line_end, content)

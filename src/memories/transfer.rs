@@ -156,6 +156,7 @@ pub async fn restore(
     let line_starts: Vec<i64> = pieces.iter().map(|c| to_i64(c.line_start)).collect();
     let line_ends: Vec<i64> = pieces.iter().map(|c| to_i64(c.line_end)).collect();
     let texts: Vec<&str> = pieces.iter().map(|c| c.text(&content)).collect();
+    let (asks, ends_asking) = crate::search::asking::memory_asks(&texts);
     let metadata = match &record.metadata {
         Value::Object(_) => record.metadata.clone(),
         _ => Value::Object(Map::new()),
@@ -164,9 +165,11 @@ pub async fn restore(
         "WITH m AS (
              INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, agent_id, thread_id,
                  memory_type, summary, content_metadata, size_bytes, line_count, token_count,
-                 content_sha256, chunk_count, version, is_active, created_at, updated_at)
+                 content_sha256, chunk_count, version, is_active, created_at, updated_at, asks,
+                 ends_asking)
              VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3,
-                 $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                 $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                 $23, $24)
              RETURNING tenant_id, user_id, id
          ), c AS (
              INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start, byte_len,
@@ -199,7 +202,9 @@ pub async fn restore(
         &line_starts,
         &line_ends,
         &texts as &[&str],
-        embed
+        embed,
+        asks,
+        ends_asking
     )
     .execute(conn)
     .await?;

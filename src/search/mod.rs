@@ -2,6 +2,7 @@
 //! search may run in, and how keyword and vector candidates are fused into one ranked list
 //! ([`fusion`]).
 
+pub mod asking;
 pub mod fusion;
 pub mod indexer;
 pub mod names;

@@ -1137,7 +1137,7 @@ async fn one_call_writes_store_as_the_caller_only(pool: PgPool) {
         .write_call(&who, |tenant, user| {
             sqlx::query(
                 "SELECT version FROM mnemo_write_memory($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                     $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
+                     $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)",
             )
             .bind(uuid::Uuid::now_v7())
             .bind("c1")
@@ -1156,6 +1156,8 @@ async fn one_call_writes_store_as_the_caller_only(pool: PgPool) {
             .bind(vec![1i64])
             .bind(vec![1i64])
             .bind(vec![chunk])
+            .bind(false)
+            .bind(false)
             .bind(false)
             .bind(tenant)
             .bind(user)

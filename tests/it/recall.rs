@@ -556,7 +556,8 @@ async fn a_keyword_search_finds_the_turn_after_a_match(pool: PgPool) {
 }
 
 /// Whether a text only asks: it ends with a question mark (trailing blanks aside) and no sentence
-/// in it ends otherwise; the function answers as the regular expressions it replaced did.
+/// in it ends otherwise; the function answers as the regular expressions it replaced did, and the
+/// server's functions (`mnemo::search::asking`) as the SQL ones.
 #[sqlx::test]
 async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
     let cases = [
@@ -573,6 +574,10 @@ async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
         ("   ", false),
         ("A statement.", false),
         ("Ends with a question mark? No, it does not", false),
+        // White space to PostgreSQL's `\s` in the C locale is ASCII only.
+        ("Done.\x0Bwhat now?", false),
+        ("¿Qué tal? ¡Bien!\u{a0}¿Y tú?", true),
+        ("Wait…\u{3000}why?", true),
     ];
     for (text, expected) in cases {
         let (now, before, ends): (bool, bool, bool) = sqlx::query_as(
@@ -592,6 +597,9 @@ async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
             .ends_with('?');
         assert_eq!(ends, ends_expected, "{text:?}");
         assert!(ends || !now, "{text:?}");
+        // The server's own answers, stored with a memory when it is written, are the same.
+        assert_eq!(mnemo::search::asking::only_asks(text), now, "{text:?}");
+        assert_eq!(mnemo::search::asking::ends_asking(text), ends, "{text:?}");
     }
     assert!(
         sqlx::query_scalar::<_, bool>("SELECT mnemo_ends_asking('I quit. Did you hear?')")
@@ -783,6 +791,134 @@ async fn a_turn_ending_with_a_question_lifts_its_answer(pool: PgPool) {
         assert!((answer - 1.7).abs() < 1e-3, "{answer}");
         assert!((asked - 1.24).abs() < 1e-3, "{asked}");
     }
+}
+
+/// Whether a memory asks, and whether it ends with a question, are stored with it when it is
+/// written, replaced or imported, and read from there by a search; a memory written before they
+/// were stored (both NULL) has its chunk read instead, and ranks the same.
+#[sqlx::test]
+async fn whether_a_memory_asks_is_stored_with_it(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let alice = app.token("acme", "alice");
+    let long_question = format!("{} Is that all?", "A line of output.\n".repeat(2000));
+    put_in_threads(
+        &app,
+        &alice,
+        &[
+            (
+                "asked",
+                "chat",
+                "Tom: Who looked after the dog? Was it Lisbon?",
+            ),
+            ("answer", "chat", "Maya: My neighbour looked after the dog."),
+            ("alone", "notes", "Maya: The dog looked after itself."),
+            (
+                "ends",
+                "other",
+                "Lisbon was lovely. Who looked after the dog?",
+            ),
+            ("long", "other", &long_question),
+        ],
+    )
+    .await;
+    let flags = |user: &'static str| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_as::<_, (String, i32, Option<bool>, Option<bool>)>(
+                "SELECT memory_key, chunk_count, asks, ends_asking FROM agent_memories
+                 WHERE tenant_id = 'acme' AND user_id = $1 ORDER BY memory_key",
+            )
+            .bind(user)
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let stored = flags("alice").await;
+    let expected = |long_chunks: i32| {
+        vec![
+            ("alone".to_owned(), 1, Some(false), Some(false)),
+            ("answer".to_owned(), 1, Some(false), Some(false)),
+            ("asked".to_owned(), 1, Some(true), Some(true)),
+            ("ends".to_owned(), 1, Some(false), Some(true)),
+            // Of more than one chunk: neither, whatever its end.
+            ("long".to_owned(), long_chunks, Some(false), Some(false)),
+        ]
+    };
+    assert!(stored[4].1 > 1, "{stored:?}");
+    assert_eq!(stored, expected(stored[4].1));
+
+    let query = json!({"query": "Who looked after the dog?", "mode": "keyword",
+                       "filters": {"thread_id": "chat"}});
+    let scores = |found: &Value| -> Vec<(String, f64)> {
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["memory_key"].as_str().unwrap().to_owned(),
+                    h["score"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let ranked = scores(&expect(app.post(SEARCH, &alice).json(&query), 200).await);
+    assert_eq!(ranked.len(), 2, "{ranked:?}");
+    // The answer at 1.7 s, the question at 1.04 s (see `a_turn_that_only_asks_yields_to_its_answer`).
+    let ratio = ranked[0].1 / ranked[1].1;
+    assert!((ratio - 1.7 / 1.04).abs() < 1e-3, "{ranked:?}");
+    assert_eq!(ranked[0].0, "answer");
+
+    // Rows written before the flags were stored: the chunks answer, and the ranking is the same.
+    sqlx::query(
+        "UPDATE agent_memories SET asks = NULL, ends_asking = NULL WHERE user_id = 'alice'",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let unflagged = scores(&expect(app.post(SEARCH, &alice).json(&query), 200).await);
+    assert_eq!(unflagged, ranked);
+
+    // A replaced content brings its own.
+    expect(
+        app.put("/api/memories/asked", &alice)
+            .json(&json!({"content": "Tom: Who looked after the dog?", "thread_id": "chat"})),
+        200,
+    )
+    .await;
+    expect(
+        app.put("/api/memories/ends", &alice)
+            .json(&json!({"content": "Lisbon was lovely.", "thread_id": "other"})),
+        200,
+    )
+    .await;
+    let replaced = flags("alice").await;
+    assert_eq!(replaced[2], ("asked".to_owned(), 1, Some(true), Some(true)));
+    assert_eq!(
+        replaced[3],
+        ("ends".to_owned(), 1, Some(false), Some(false))
+    );
+    // The others are as the update left them.
+    assert_eq!(replaced[0].2, None);
+
+    // An imported memory is stored with its own, whatever the exporting side held.
+    let response = app.get("/api/me/export", &alice).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let archive = response.bytes().await.unwrap().to_vec();
+    let bob = app.token("acme", "bob");
+    let response = app
+        .post("/api/me/import", &bob)
+        .header("content-type", "application/gzip")
+        .body(archive)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    let imported = flags("bob").await;
+    let mut want = expected(stored[4].1);
+    want[3] = ("ends".to_owned(), 1, Some(false), Some(false));
+    assert_eq!(imported, want);
 }
 
 /// The message after a matching one in its session is found too, within the time filters.

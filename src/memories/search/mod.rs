@@ -72,7 +72,8 @@ struct Shown {
 /// questions) and whether the one before it ends with a question (a memory of one chunk too),
 /// and, when the search `asks_when`, whether each says when (its chunk at
 /// `starts`, the one the hit shows, or its summary when that is the hit, is read for
-/// [`tells_time`] only then), for [`lift_by_neighbours`]. Two index probes per memory.
+/// [`tells_time`] only then), for [`lift_by_neighbours`]. Three index probes per memory: the
+/// memory, and the one before and the one after it in its stream.
 async fn neighbours(
     conn: &mut Scoped,
     ids: &[Uuid],
@@ -82,14 +83,16 @@ async fn neighbours(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    // Whether a memory asks is said for it and for the one before it in the statement, rather
-    // than through a SQL function taking the memory: PostgreSQL never inlines a function
-    // holding a sub-select, and such calls cost 1 to 2 ms of PostgreSQL per hybrid search on
-    // the evaluation.
+    // Whether a memory asks, and whether the one before it ends asking, are stored with it when
+    // it is written (`asks`, `ends_asking`); a memory written before they were is read from its
+    // chunk here instead. The fallback is said in the statement rather than through a SQL
+    // function taking the memory: PostgreSQL never inlines a function holding a sub-select, and
+    // such calls cost 1 to 2 ms of PostgreSQL per hybrid search on the evaluation.
     let rows = sqlx::query!(
         r#"SELECT m.id, p.id AS "previous?", coalesce(p.ends_asking, false) AS "follows_question!",
                 n.id AS "next?",
-                coalesce((SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
+                coalesce(m.asks,
+                         (SELECT mnemo_only_asks(c.content) FROM agent_memory_chunks c
                           WHERE c.tenant_id = m.tenant_id AND c.user_id = m.user_id
                             AND c.memory_id = m.id AND m.chunk_count = 1), false) AS "asks!",
                 CASE WHEN $3 THEN coalesce(
@@ -109,9 +112,10 @@ async fn neighbours(
          ) m
          LEFT JOIN LATERAL (
              SELECT p.id,
-                    (SELECT mnemo_ends_asking(c.content) FROM agent_memory_chunks c
-                     WHERE c.tenant_id = p.tenant_id AND c.user_id = p.user_id
-                       AND c.memory_id = p.id AND p.chunk_count = 1) AS ends_asking
+                    coalesce(p.ends_asking,
+                             (SELECT mnemo_ends_asking(c.content) FROM agent_memory_chunks c
+                              WHERE c.tenant_id = p.tenant_id AND c.user_id = p.user_id
+                                AND c.memory_id = p.id AND p.chunk_count = 1)) AS ends_asking
              FROM agent_memories p
              WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
                AND mnemo_same_stream(p.agent_id, p.thread_id, m.agent_id, m.thread_id)

@@ -39,6 +39,10 @@ struct ChunkColumns<'a> {
     line_starts: Vec<i64>,
     line_ends: Vec<i64>,
     texts: Vec<&'a str>,
+    /// Whether the memory only asks, and whether it ends with a question (stored with it for
+    /// the search's lifts, see [`crate::search::asking::memory_asks`]).
+    asks: bool,
+    ends_asking: bool,
 }
 
 impl<'a> ChunkColumns<'a> {
@@ -50,6 +54,8 @@ impl<'a> ChunkColumns<'a> {
             line_starts: Vec::with_capacity(n),
             line_ends: Vec::with_capacity(n),
             texts: Vec::with_capacity(n),
+            asks: false,
+            ends_asking: false,
         };
         for chunk in &p.chunks {
             columns.byte_starts.push(chunk.byte_start as i64);
@@ -60,6 +66,7 @@ impl<'a> ChunkColumns<'a> {
             columns.line_ends.push(chunk.line_end as i64);
             columns.texts.push(chunk.text(&p.content));
         }
+        (columns.asks, columns.ends_asking) = crate::search::asking::memory_asks(&columns.texts);
         columns
     }
 }
@@ -93,6 +100,8 @@ async fn insert(target: &mut Target<'_>, p: &Prepared, key: &str) -> ApiResult<O
                 &columns.line_starts,
                 &columns.line_ends,
                 &columns.texts as &[&str],
+                columns.asks,
+                columns.ends_asking,
                 $queue
                 $(, $scope)*
             )
@@ -107,7 +116,7 @@ async fn insert(target: &mut Target<'_>, p: &Prepared, key: &str) -> ApiResult<O
                     r#"SELECT version AS "version!", created_at AS "created_at!",
                               updated_at AS "updated_at!"
                        FROM mnemo_write_memory($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                           $13, $14, $15, $16, $17, $18, $19, $20)"#,
+                           $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"#,
                     tenant,
                     user
                 )
@@ -122,7 +131,7 @@ async fn insert(target: &mut Target<'_>, p: &Prepared, key: &str) -> ApiResult<O
                 r#"SELECT version AS "version!", created_at AS "created_at!",
                           updated_at AS "updated_at!"
                    FROM mnemo_write_memory($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,
-                       $13, $14, $15, $16, $17, $18, current_setting('mnemo.tenant'),
+                       $13, $14, $15, $16, $17, $18, $19, $20, current_setting('mnemo.tenant'),
                        current_setting('mnemo.user'))"#
             )
             .fetch_optional(&mut **conn)
@@ -314,6 +323,7 @@ async fn replace(conn: &mut Scoped, id: Uuid, p: &Prepared) -> ApiResult<Written
              SET summary = $2, memory_type = $3, agent_id = $4, thread_id = $5,
                  content_metadata = $6, size_bytes = $7, line_count = $8, token_count = $9,
                  content_sha256 = $10, chunk_count = $11, is_active = true,
+                 asks = $18, ends_asking = $19,
                  version = version + 1, updated_at = now()
              WHERE tenant_id = current_setting('mnemo.tenant')
                AND user_id = current_setting('mnemo.user') AND id = $1
@@ -346,7 +356,9 @@ async fn replace(conn: &mut Scoped, id: Uuid, p: &Prepared) -> ApiResult<Written
         &columns.line_starts,
         &columns.line_ends,
         &columns.texts as &[&str],
-        queue
+        queue,
+        columns.asks,
+        columns.ends_asking
     )
     .fetch_one(&mut *conn)
     .await?;
