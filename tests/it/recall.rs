@@ -578,6 +578,11 @@ async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
         ("Done.\x0Bwhat now?", false),
         ("¿Qué tal? ¡Bien!\u{a0}¿Y tú?", true),
         ("Wait…\u{3000}why?", true),
+        ("Fine.  \n", false),
+        ("It ended!\n\nOr did it?\n", false),
+        ("Ça va ?\t \r\n", true),
+        ("\u{a0}?\u{a0}", false),
+        ("¿Qué? ", true),
     ];
     for (text, expected) in cases {
         let (now, before, ends): (bool, bool, bool) = sqlx::query_as(
