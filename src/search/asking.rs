@@ -1,10 +1,8 @@
 //! Whether a text asks, as a search's lifts read it (see
 //! [`crate::search::fusion::lift_by_neighbours`]): the same answers as the SQL functions
-//! `mnemo_ends_asking` and `mnemo_only_asks`, computed where a text is written.
-//!
-//! In SQL, trimming a text's end and reading its last character count the characters of the
-//! whole text (about 3 µs a kilobyte each); here only its end is read, and all of a text only
-//! when it ends with a question.
+//! `mnemo_ends_asking` and `mnemo_only_asks`, computed by the server where it writes a memory,
+//! so that the write stores them with it. Only a text's end is read, and all of it only when it
+//! ends with a question.
 
 /// The blanks trimmed from a text's end before its last character is read.
 const TRAILING: [char; 4] = [' ', '\t', '\r', '\n'];
