@@ -22,24 +22,29 @@ pub fn ends_asking(text: &str) -> bool {
 /// Whether a text only asks: it ends with a question and no sentence in it ends otherwise (no
 /// `.` or `!` before white space or the end): `mnemo_only_asks`.
 pub fn only_asks(text: &str) -> bool {
-    let text = text.trim_end_matches(TRAILING);
-    if !text.ends_with('?') {
-        return false;
-    }
+    ends_asking(text) && !ends_a_sentence(text)
+}
+
+/// Whether a `.` or `!` in `text` stands before white space or the end. The trailing blanks are
+/// white space, so the text need not be trimmed first.
+fn ends_a_sentence(text: &str) -> bool {
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         if matches!(c, '.' | '!') && chars.peek().is_none_or(|next| is_space(*next)) {
-            return false;
+            return true;
         }
     }
-    true
+    false
 }
 
 /// Whether a memory whose content is `chunks` (its chunks' texts, in order) only asks and
 /// whether it ends with a question: a memory of one chunk whose text does; a longer one neither.
 pub fn memory_asks(chunks: &[&str]) -> (bool, bool) {
     match chunks {
-        [only] => (only_asks(only), ends_asking(only)),
+        [only] => {
+            let ends = ends_asking(only);
+            (ends && !ends_a_sentence(only), ends)
+        }
         _ => (false, false),
     }
 }

@@ -172,7 +172,7 @@ async fn drain(app: &TestApp) {
     panic!("the outbox did not drain");
 }
 
-async fn export(app: &TestApp, token: &str) -> Vec<u8> {
+pub(crate) async fn export(app: &TestApp, token: &str) -> Vec<u8> {
     let response = app.get("/api/me/export", token).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "application/gzip");
@@ -256,7 +256,7 @@ fn assert_same_members(a: &[(String, Vec<u8>)], b: &[(String, Vec<u8>)]) {
     }
 }
 
-fn import(app: &TestApp, token: &str, archive: Vec<u8>) -> reqwest::RequestBuilder {
+pub(crate) fn import(app: &TestApp, token: &str, archive: Vec<u8>) -> reqwest::RequestBuilder {
     app.post("/api/me/import", token)
         .header("content-type", "application/gzip")
         .body(archive)

@@ -908,14 +908,9 @@ async fn whether_a_memory_asks_is_stored_with_it(pool: PgPool) {
     assert_eq!(replaced[0].2, None);
 
     // An imported memory is stored with its own, whatever the exporting side held.
-    let response = app.get("/api/me/export", &alice).send().await.unwrap();
-    assert_eq!(response.status(), 200);
-    let archive = response.bytes().await.unwrap().to_vec();
+    let archive = crate::data_rights::export(&app, &alice).await;
     let bob = app.token("acme", "bob");
-    let response = app
-        .post("/api/me/import", &bob)
-        .header("content-type", "application/gzip")
-        .body(archive)
+    let response = crate::data_rights::import(&app, &bob, archive)
         .send()
         .await
         .unwrap();
