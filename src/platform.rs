@@ -31,32 +31,45 @@ pub struct Me {
 
 /// Who the bearer token speaks for.
 ///
-/// Runs one scoped transaction and reads the tenant and user back from the database session, so a
-/// 200 proves the whole path: token, role switch and row-level-security settings.
+/// Acts as the caller in the database (role switch and row-level-security settings) and reads
+/// the tenant and user back from there, in one statement, so a 200 proves the whole path.
 #[utoipa::path(get, path = "/api/me", tag = "platform",
     responses(
         (status = 200, description = "The verified caller", body = Me),
     ),
 )]
 pub async fn me(State(state): State<AppState>, principal: Principal) -> ApiResult<axum::Json<Me>> {
-    let mut tx = state.db.scoped(&principal).await?;
-    struct CallerRow {
-        tenant_id: String,
-        user_id: String,
-    }
-    let who = sqlx::query_as!(
-        CallerRow,
-        r#"SELECT current_setting('mnemo.tenant') AS "tenant_id!",
-                  current_setting('mnemo.user') AS "user_id!""#
-    )
-    .fetch_one(&mut tx)
-    .await?;
-    tx.commit().await?;
+    let rows = state
+        .db
+        .read_call(&principal, |tenant, user| {
+            sqlx::query_as!(
+                CallerRow,
+                r#"SELECT tenant_id AS "tenant_id!", user_id AS "user_id!" FROM mnemo_read_me($1, $2)"#,
+                tenant,
+                user
+            )
+        })
+        .await?;
+    let who = rows
+        .into_iter()
+        .next()
+        // The function returns one row on every call.
+        .ok_or_else(|| {
+            ApiError::status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the database did not say who the caller is",
+            )
+        })?;
     Ok(axum::Json(Me {
         tenant_id: who.tenant_id,
         user_id: who.user_id,
         scopes: principal.scopes,
     }))
+}
+
+struct CallerRow {
+    tenant_id: String,
+    user_id: String,
 }
 
 /// Liveness: the process is up. Never touches the database.

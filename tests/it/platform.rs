@@ -1231,6 +1231,7 @@ async fn read_functions_act_as_their_caller_first(pool: PgPool) {
     assert_eq!(
         names,
         [
+            "mnemo_read_me",
             "mnemo_read_memory",
             "mnemo_read_messages",
             "mnemo_read_notes",
