@@ -13,7 +13,7 @@ use crate::search::fusion::{LIFTS, Stream};
 use crate::search::fusion::{candidates, set_crowding, words_weight};
 use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
-    matches_cte, scored_cte,
+    matches_cte, recent_matches, scored_cte,
 };
 use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
 use crate::search::when::tells_time;
@@ -151,6 +151,18 @@ pub struct Filters {
 type ScoredQuery<'q> =
     sqlx::query::QueryAs<'q, sqlx::Postgres, Scored, sqlx::postgres::PgArguments>;
 
+impl Filters {
+    /// Whether the filters leave out some of the caller's messages: a session, an agent or a
+    /// time range. The retention cutoff does not count: it leaves out the oldest messages, never
+    /// some of the newest (see [`recent_matches`]).
+    fn narrows(&self) -> bool {
+        self.session_id.is_some()
+            || self.agent_id.is_some()
+            || self.after.is_some()
+            || self.before.is_some()
+    }
+}
+
 fn bind_filters<'q>(query: ScoredQuery<'q>, f: &'q Filters) -> ScoredQuery<'q> {
     query
         .bind(&f.session_id)
@@ -182,9 +194,11 @@ pub(crate) const MESSAGES_CORPUS: Corpus = Corpus {
 /// statement reads the caller's newest messages (the `(tenant, user, seq)` index, backwards) and
 /// counts the query's terms in them; then every match of the rare terms is read, with exact
 /// document frequencies, the common terms' frequencies are estimated from the sample, and their
-/// matches are taken from the sample only. So a message holding a rare term is always a
-/// candidate, one holding only common terms is one when it is among the newest; the reads are
-/// bounded by the sample and the rare terms' matches, whatever the length of the history.
+/// matches are taken from the sample only, newest first and at most
+/// [`RECENT_MATCHES`](crate::search::query::RECENT_MATCHES) of them unless filters narrow the
+/// search (see [`recent_matches`]). So a message holding a rare term is always a candidate, one
+/// holding only common terms is one when it is among the newest; the reads are bounded by the
+/// sample and the rare terms' matches, whatever the length of the history.
 ///
 /// `also` (the vector side's candidates) are scored too when they match, however far down the
 /// keyword ranking or far back in the history they are, so that fusion compares whole scores.
@@ -214,11 +228,15 @@ async fn keyword_candidates(
              FROM mnemo_message_matches($11::text[], NULL) r
              WHERE cardinality($11::text[]) > 0
          ), recent AS MATERIALIZED (
-             SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at
-             FROM conversation_messages m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user')
-             ORDER BY m.seq DESC LIMIT $12
+             SELECT r.* FROM (
+                 SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at
+                 FROM conversation_messages m
+                 WHERE m.tenant_id = current_setting('mnemo.tenant')
+                   AND m.user_id = current_setting('mnemo.user')
+                 ORDER BY m.seq DESC LIMIT $12
+             ) r CROSS JOIN q
+             WHERE numnode(q.pos) > 0 AND r.tsv @@ q.q
+             ORDER BY r.seq DESC LIMIT $16
          ), also AS MATERIALIZED (
              -- The other side's candidates, scored however old.
              SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at
@@ -268,6 +286,7 @@ async fn keyword_candidates(
         .bind(bounded.corpus)
         .bind(also)
         .bind(follow)
+        .bind(recent_matches(filters.narrows()))
         .fetch_all(&mut *conn)
         .await?)
 }

@@ -232,6 +232,23 @@ pub const KEYWORD_SAMPLE: i64 = 5000;
 /// A term held by at least this share of the sample is common: its matches are not all read.
 pub const COMMON_SHARE: f64 = 0.01;
 
+/// Most matches a bounded ranking takes from the sample, newest first: ten times the candidates
+/// a side of a search contributes. The common terms' matches come from the sample only; where
+/// the sample is dense with them (a word in most texts), the newest this many are scored and the
+/// older ones in the sample are not read. A search whose filters narrow the texts (a session, an
+/// agent, a time range) takes every match of the sample instead, since the filters are applied
+/// to the candidates afterwards and could leave few of this many.
+pub const RECENT_MATCHES: i64 = 1000;
+
+/// The most matches a bounded ranking takes from the sample (see [`RECENT_MATCHES`]).
+pub fn recent_matches(narrowed: bool) -> i64 {
+    if narrowed {
+        KEYWORD_SAMPLE
+    } else {
+        RECENT_MATCHES
+    }
+}
+
 /// Most matches counted of a term the sample does not show to be common: fewer, and the term is
 /// rare (its matches are all read); as many, and it is common in older texts.
 pub const RARE_CAP: i64 = 5000;

@@ -2179,6 +2179,112 @@ async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
     assert_eq!(found["hits"], json!([]), "{found}");
 }
 
+/// Over a long history dense with a query's common words, a search scores the newest
+/// `RECENT_MATCHES` matches of the sample, not all of them: of the messages holding the common
+/// word `rollback` (one in 25), only those among the newest matches are hits. A session filter
+/// narrows the texts, so that search takes every match of the sample and finds the session's
+/// older ones too. The memory search bounds its sample's matches alike, and an agent filter
+/// lifts the bound.
+#[sqlx::test]
+async fn a_dense_sample_is_read_newest_first_up_to_a_bound(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let alice = app.token("acme", "alice");
+    let sample = mnemo::search::query::KEYWORD_SAMPLE;
+    let bound = mnemo::search::query::RECENT_MATCHES;
+    let total = sample + 500;
+    sqlx::query(
+        "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, version,
+                                     message_count)
+         SELECT 'acme', 'alice', 's' || s, 'assistant', 1, 1000 FROM generate_series(0, 5) s",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id, sender,
+                                            text, sent_at)
+         SELECT 'acme', 'alice', 's' || (i % 6), 'h' || i, 'user',
+                'the nightly deploy went fine ' || i
+                    || CASE WHEN i % 25 = 0 THEN ' after a rollback' ELSE '' END,
+                timestamptz '2026-01-01' + i * interval '1 second'
+         FROM generate_series(0, $1 - 1) i",
+    )
+    .bind(total)
+    .execute(&pool)
+    .await
+    .unwrap();
+    // Message ids `h<i>` of the hits that hold the word.
+    let rollbacks = |found: &Value| -> Vec<i64> {
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["snippet"].as_str().unwrap().contains("rollback"))
+            .map(|h| h["message_id"].as_str().unwrap()[1..].parse().unwrap())
+            .collect()
+    };
+    let query = json!({"query": "nightly deploy rollback", "mode": "keyword", "limit": 100});
+    let found = expect(app.post(CHAT_SEARCH, &alice).json(&query), 200).await;
+    let held = rollbacks(&found);
+    // Every message matches, so the newest `bound` matches are the newest `bound` messages.
+    let newest = (total - bound..total).filter(|i| i % 25 == 0).count();
+    assert_eq!(held.len(), newest, "{found}");
+    assert!(held.iter().all(|i| *i >= total - bound), "{held:?}");
+    assert!(
+        found["hits"][0]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("rollback"),
+        "they rank first: {found}"
+    );
+
+    let mut narrowed = query.clone();
+    narrowed["session_id"] = json!("s0");
+    let found = expect(app.post(CHAT_SEARCH, &alice).json(&narrowed), 200).await;
+    let held = rollbacks(&found);
+    let in_sample = (total - sample..total).filter(|i| i % 150 == 0).count();
+    assert_eq!(held.len(), in_sample, "{found}");
+    assert!(held.iter().any(|i| *i < total - bound), "{held:?}");
+
+    // Memories: chunks and summaries alike.
+    load_deploy_history(&pool, total).await;
+    sqlx::query(
+        "UPDATE agent_memory_chunks SET content = content || ' after a rollback'
+         WHERE tenant_id = 'acme' AND user_id = 'alice'
+           AND memory_id IN (SELECT id FROM agent_memories
+                             WHERE tenant_id = 'acme' AND user_id = 'alice'
+                               AND substr(memory_key, 3)::int % 25 = 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE agent_memories SET agent_id = 'ops'
+         WHERE tenant_id = 'acme' AND user_id = 'alice' AND substr(memory_key, 3)::int % 6 = 0",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let memory_rollbacks = |found: &Value| -> Vec<i64> {
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["snippet"].as_str().unwrap().contains("rollback"))
+            .map(|h| h["memory_key"].as_str().unwrap()[2..].parse().unwrap())
+            .collect()
+    };
+    let found = search(&app, &alice, &query).await;
+    let held = memory_rollbacks(&found);
+    assert_eq!(held.len(), newest, "{found}");
+    assert!(held.iter().all(|i| *i >= total - bound), "{held:?}");
+    let mut narrowed = query.clone();
+    narrowed["filters"] = json!({"agent_id": "ops"});
+    let found = search(&app, &alice, &narrowed).await;
+    let held = memory_rollbacks(&found);
+    assert_eq!(held.len(), in_sample, "{found}");
+}
+
 /// A pool of one connection to the test's database: every request of an app on it runs on that
 /// connection, so `pg_prepared_statements` read through it lists the app's statements.
 async fn one_connection(pool: &PgPool) -> PgPool {

@@ -9,7 +9,7 @@ use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
-    matches_cte, scored_cte,
+    matches_cte, recent_matches, scored_cte,
 };
 use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
 use crate::search::{QueryVector, TextQuery};
@@ -162,6 +162,19 @@ pub(super) struct Filters {
     pub(super) metadata: Option<Value>,
 }
 
+impl Filters {
+    /// Whether the filters leave out some of the caller's active memories (see
+    /// [`recent_matches`]).
+    fn narrows(&self) -> bool {
+        self.agent_id.is_some()
+            || self.thread_id.is_some()
+            || self.memory_type.is_some()
+            || self.created_after.is_some()
+            || self.created_before.is_some()
+            || self.metadata.is_some()
+    }
+}
+
 fn bind_filters<'q>(
     query: sqlx::query::QueryAs<'q, sqlx::Postgres, Scored, sqlx::postgres::PgArguments>,
     f: &'q Filters,
@@ -212,8 +225,10 @@ pub(super) async fn keyword_ranking(
 /// the cost stays flat as the memories grow ([`choose_ranking`]): fewer than
 /// [`KEYWORD_SAMPLE`] chunks are ranked exactly; otherwise the query's terms are counted in the
 /// chunks of the caller's newest memories, and the candidates are the texts holding a rare term
-/// (exact document frequency) and the matches among the newest chunks and memory summaries; the
-/// common terms' frequencies are estimated from the sample.
+/// (exact document frequency) and the matches among the newest chunks and memory summaries
+/// (newest first, at most [`RECENT_MATCHES`](crate::search::query::RECENT_MATCHES) of each
+/// unless filters narrow the search, see [`recent_matches`]); the common terms' frequencies are
+/// estimated from the sample.
 ///
 /// `ranking` is [`choose_ranking`]'s choice for the chunks, made by the caller (see
 /// [`keyword_ranking`]).
@@ -242,15 +257,23 @@ pub(super) async fn keyword_candidates(
              SELECT r.id, r.summary_tsv FROM mnemo_summary_matches($14::text[], NULL) r
              WHERE cardinality($14::text[]) > 0
          ), recent_chunks AS (
-             SELECT c.memory_id, c.byte_start, c.tsv FROM agent_memory_chunks c
-             WHERE c.tenant_id = current_setting('mnemo.tenant')
-               AND c.user_id = current_setting('mnemo.user')
-             ORDER BY c.memory_id DESC, c.byte_start DESC LIMIT $15
+             SELECT r.* FROM (
+                 SELECT c.memory_id, c.byte_start, c.tsv FROM agent_memory_chunks c
+                 WHERE c.tenant_id = current_setting('mnemo.tenant')
+                   AND c.user_id = current_setting('mnemo.user')
+                 ORDER BY c.memory_id DESC, c.byte_start DESC LIMIT $15
+             ) r CROSS JOIN q
+             WHERE numnode(q.pos) > 0 AND r.tsv @@ q.q
+             ORDER BY r.memory_id DESC, r.byte_start DESC LIMIT $18
          ), recent_summaries AS (
-             SELECT m.id, m.summary_tsv FROM agent_memories m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user')
-             ORDER BY m.created_at DESC LIMIT $15
+             SELECT r.id, r.summary_tsv FROM (
+                 SELECT m.id, m.summary_tsv, m.created_at FROM agent_memories m
+                 WHERE m.tenant_id = current_setting('mnemo.tenant')
+                   AND m.user_id = current_setting('mnemo.user')
+                 ORDER BY m.created_at DESC LIMIT $15
+             ) r CROSS JOIN q
+             WHERE numnode(q.pos) > 0 AND r.summary_tsv @@ q.q
+             ORDER BY r.created_at DESC LIMIT $18
          ), also_chunks AS (
              -- The other side's candidates, scored however old.
              SELECT c.memory_id, c.byte_start, c.tsv FROM agent_memory_chunks c
@@ -302,6 +325,7 @@ pub(super) async fn keyword_candidates(
         .bind(KEYWORD_SAMPLE)
         .bind(bounded.corpus)
         .bind(follow)
+        .bind(recent_matches(filters.narrows()))
         .fetch_all(&mut *conn)
         .await?;
     Ok(rows)
