@@ -2213,19 +2213,19 @@ async fn a_dense_sample_is_read_newest_first_up_to_a_bound(pool: PgPool) {
     .execute(&pool)
     .await
     .unwrap();
-    // Message ids `h<i>` of the hits that hold the word.
-    let rollbacks = |found: &Value| -> Vec<i64> {
+    // The numbers `<i>` of the hits that hold the word: messages `h<i>`, memories `m-<i>`.
+    let rollbacks = |found: &Value, id: &str, prefix: &str| -> Vec<i64> {
         found["hits"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|h| h["snippet"].as_str().unwrap().contains("rollback"))
-            .map(|h| h["message_id"].as_str().unwrap()[1..].parse().unwrap())
+            .map(|h| h[id].as_str().unwrap()[prefix.len()..].parse().unwrap())
             .collect()
     };
     let query = json!({"query": "nightly deploy rollback", "mode": "keyword", "limit": 100});
     let found = expect(app.post(CHAT_SEARCH, &alice).json(&query), 200).await;
-    let held = rollbacks(&found);
+    let held = rollbacks(&found, "message_id", "h");
     // Every message matches, so the newest `bound` matches are the newest `bound` messages.
     let newest = (total - bound..total).filter(|i| i % 25 == 0).count();
     assert_eq!(held.len(), newest, "{found}");
@@ -2241,7 +2241,7 @@ async fn a_dense_sample_is_read_newest_first_up_to_a_bound(pool: PgPool) {
     let mut narrowed = query.clone();
     narrowed["session_id"] = json!("s0");
     let found = expect(app.post(CHAT_SEARCH, &alice).json(&narrowed), 200).await;
-    let held = rollbacks(&found);
+    let held = rollbacks(&found, "message_id", "h");
     let in_sample = (total - sample..total).filter(|i| i % 150 == 0).count();
     assert_eq!(held.len(), in_sample, "{found}");
     assert!(held.iter().any(|i| *i < total - bound), "{held:?}");
@@ -2265,23 +2265,14 @@ async fn a_dense_sample_is_read_newest_first_up_to_a_bound(pool: PgPool) {
     .execute(&pool)
     .await
     .unwrap();
-    let memory_rollbacks = |found: &Value| -> Vec<i64> {
-        found["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|h| h["snippet"].as_str().unwrap().contains("rollback"))
-            .map(|h| h["memory_key"].as_str().unwrap()[2..].parse().unwrap())
-            .collect()
-    };
     let found = search(&app, &alice, &query).await;
-    let held = memory_rollbacks(&found);
+    let held = rollbacks(&found, "memory_key", "m-");
     assert_eq!(held.len(), newest, "{found}");
     assert!(held.iter().all(|i| *i >= total - bound), "{held:?}");
     let mut narrowed = query.clone();
     narrowed["filters"] = json!({"agent_id": "ops"});
     let found = search(&app, &alice, &narrowed).await;
-    let held = memory_rollbacks(&found);
+    let held = rollbacks(&found, "memory_key", "m-");
     assert_eq!(held.len(), in_sample, "{found}");
 }
 
