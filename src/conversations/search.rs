@@ -247,14 +247,16 @@ async fn keyword_candidates(
          ), hits AS MATERIALIZED (
              -- The filters on the candidates themselves (an agent filter looks each one's
              -- session up by key, and only then): never a scan of the whole history.
+             -- The recent ones match already; the others are tested here.
              SELECT c.seq, c.tsv
              FROM (SELECT DISTINCT ON (seq) * FROM
-                     (SELECT * FROM rare_hits UNION ALL SELECT * FROM recent
-                      UNION ALL SELECT * FROM also) u
+                     (SELECT r.* FROM rare_hits r, q
+                      WHERE numnode(q.pos) > 0 AND r.tsv @@ q.q
+                      UNION ALL SELECT * FROM recent
+                      UNION ALL SELECT a.* FROM also a, q
+                      WHERE numnode(q.pos) > 0 AND a.tsv @@ q.q) u
                    ORDER BY seq) c
-             CROSS JOIN q
-             WHERE numnode(q.pos) > 0 AND c.tsv @@ q.q
-               AND ($3::text IS NULL OR c.session_id = $3)
+             WHERE ($3::text IS NULL OR c.session_id = $3)
                AND ($4::text IS NULL OR EXISTS (
                      SELECT 1 FROM agent_sessions s
                      WHERE s.tenant_id = current_setting('mnemo.tenant')

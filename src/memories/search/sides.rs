@@ -286,15 +286,18 @@ pub(super) async fn keyword_candidates(
                AND m.user_id = current_setting('mnemo.user')
                AND $10::uuid[] IS NOT NULL AND m.id = ANY($10)
          ), matched AS MATERIALIZED (
+             -- The recent ones match already; the others are tested here.
              SELECT c.memory_id, c.byte_start, c.tsv
-             FROM (SELECT * FROM rare_chunks UNION SELECT * FROM recent_chunks
-                   UNION SELECT * FROM also_chunks) c, q
-             WHERE numnode(q.pos) > 0 AND c.tsv @@ q.q
+             FROM (SELECT c.* FROM (SELECT * FROM rare_chunks
+                                    UNION ALL SELECT * FROM also_chunks) c, q
+                   WHERE numnode(q.pos) > 0 AND c.tsv @@ q.q
+                   UNION SELECT * FROM recent_chunks) c
              UNION ALL
              SELECT s.id, NULL, s.summary_tsv
-             FROM (SELECT * FROM rare_summaries UNION SELECT * FROM recent_summaries
-                   UNION SELECT * FROM also_summaries) s, q
-             WHERE numnode(q.pos) > 0 AND s.summary_tsv @@ q.q
+             FROM (SELECT s.* FROM (SELECT * FROM rare_summaries
+                                    UNION ALL SELECT * FROM also_summaries) s, q
+                   WHERE numnode(q.pos) > 0 AND s.summary_tsv @@ q.q
+                   UNION SELECT * FROM recent_summaries) s
          ), hits AS (
              -- The filters are tested on the best of them only (see `best`).
              SELECT h.memory_id, h.byte_start, h.tsv FROM matched h
