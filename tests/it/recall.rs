@@ -1961,33 +1961,22 @@ async fn keyword_search_over_a_long_history_finds_old_rare_words(pool: PgPool) {
     let app = TestApp::new(pool.clone()).await;
     let alice = app.token("acme", "alice");
     let sample = mnemo::search::query::KEYWORD_SAMPLE;
-    for user in ["alice", "bob"] {
-        sqlx::query(
-            "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, version,
-                                         message_count)
-             SELECT 'acme', $1, 's' || s, 'assistant', 1, 1000 FROM generate_series(0, 5) s",
-        )
-        .bind(user)
-        .execute(&pool)
-        .await
-        .unwrap();
-        // Every message holds the common words; the oldest of alice's also `zanzibar`.
-        sqlx::query(
-            "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id, sender,
-                                                text, sent_at)
-             SELECT 'acme', $1, 's' || (i % 6), 'h' || i, 'user',
-                    CASE WHEN i = 0 AND $1 = 'alice'
-                         THEN 'the nightly deploy went to zanzibar'
-                         ELSE 'the nightly deploy went fine ' || i END,
-                    timestamptz '2026-01-01' + i * interval '1 second'
-             FROM generate_series(0, $2 - 1) i",
-        )
-        .bind(user)
-        .bind(sample + 500)
-        .execute(&pool)
-        .await
-        .unwrap();
-    }
+    // Every message holds the common words; the oldest of alice's also `zanzibar`.
+    load_message_history(
+        &pool,
+        "alice",
+        sample + 500,
+        "CASE WHEN i = 0 THEN 'the nightly deploy went to zanzibar'
+              ELSE 'the nightly deploy went fine ' || i END",
+    )
+    .await;
+    load_message_history(
+        &pool,
+        "bob",
+        sample + 500,
+        "'the nightly deploy went fine ' || i",
+    )
+    .await;
     let found = expect(
         app.post(CHAT_SEARCH, &alice).json(
             &json!({"query": "where did the nightly deploy go? zanzibar", "mode": "keyword"}),
@@ -2076,6 +2065,33 @@ async fn keyword_search_over_a_long_history_finds_old_rare_words(pool: PgPool) {
     )
     .await;
     assert_eq!(found["hits"][0]["message_id"], "h0", "{found}");
+}
+
+/// `count` messages of `user` (tenant acme), `h0` to `h<count - 1>`, a second apart, spread over
+/// six sessions `s0` to `s5`: each message's text is the SQL expression `text` of its number `i`.
+async fn load_message_history(pool: &PgPool, user: &str, count: i64, text: &str) {
+    sqlx::query(
+        "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, version,
+                                     message_count)
+         SELECT 'acme', $1, 's' || s, 'assistant', 1, 1000 FROM generate_series(0, 5) s",
+    )
+    .bind(user)
+    .execute(pool)
+    .await
+    .unwrap();
+    // Test-only: `text` is an SQL expression written by the test itself.
+    sqlx::query(&format!(
+        "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id, sender,
+                                            text, sent_at)
+         SELECT 'acme', $1, 's' || (i % 6), 'h' || i, 'user', {text},
+                timestamptz '2026-01-01' + i * interval '1 second'
+         FROM generate_series(0, $2 - 1) i"
+    ))
+    .bind(user)
+    .bind(count)
+    .execute(pool)
+    .await
+    .unwrap();
 }
 
 /// A memory search answered 200: its body.
@@ -2192,27 +2208,14 @@ async fn a_dense_sample_is_read_newest_first_up_to_a_bound(pool: PgPool) {
     let sample = mnemo::search::query::KEYWORD_SAMPLE;
     let bound = mnemo::search::query::RECENT_MATCHES;
     let total = sample + 500;
-    sqlx::query(
-        "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name, version,
-                                     message_count)
-         SELECT 'acme', 'alice', 's' || s, 'assistant', 1, 1000 FROM generate_series(0, 5) s",
+    load_message_history(
+        &pool,
+        "alice",
+        total,
+        "'the nightly deploy went fine ' || i
+             || CASE WHEN i % 25 = 0 THEN ' after a rollback' ELSE '' END",
     )
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::query(
-        "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id, sender,
-                                            text, sent_at)
-         SELECT 'acme', 'alice', 's' || (i % 6), 'h' || i, 'user',
-                'the nightly deploy went fine ' || i
-                    || CASE WHEN i % 25 = 0 THEN ' after a rollback' ELSE '' END,
-                timestamptz '2026-01-01' + i * interval '1 second'
-         FROM generate_series(0, $1 - 1) i",
-    )
-    .bind(total)
-    .execute(&pool)
-    .await
-    .unwrap();
+    .await;
     // The numbers `<i>` of the hits that hold the word: messages `h<i>`, memories `m-<i>`.
     let rollbacks = |found: &Value, id: &str, prefix: &str| -> Vec<i64> {
         found["hits"]
