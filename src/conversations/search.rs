@@ -497,7 +497,159 @@ pub fn filters(
 /// users it serves, and PostgreSQL estimates `user_id = current_setting('mnemo.user')` with the
 /// value it has when it plans. A plan made for a user with a few messages read all of them and
 /// filtered; kept and run for a user with a million, it read a million rows per search (14 s).
+///
+/// The messages around them are read per session, not per message: one probe for the message
+/// before the session's first candidate, one range read from its first candidate to its last,
+/// and one probe for the message after its last, so that candidates close together in a
+/// session (a search's matches often are) share their reads. An index probe reads its whole
+/// leaf page, and two probes per candidate cost more than reading the messages between them.
+/// The range read stops after [`SPAN_READ`] messages a candidate; a session whose candidates
+/// lie further apart than that has them probed one by one instead ([`probed_neighbours`]).
 async fn neighbours(
+    conn: &mut Scoped,
+    seqs: &[i64],
+    asks_when: bool,
+) -> ApiResult<HashMap<i64, Stream<i64>>> {
+    let (mut out, far_apart) = spanned_neighbours(conn, seqs, asks_when).await?;
+    if !far_apart.is_empty() {
+        out.extend(probed_neighbours(conn, &far_apart, asks_when).await?);
+    }
+    Ok(out)
+}
+
+/// [`neighbours`] of the candidates the range reads cover, and the candidates of the sessions
+/// whose ranges were cut short, left to [`probed_neighbours`].
+async fn spanned_neighbours(
+    conn: &mut Scoped,
+    seqs: &[i64],
+    asks_when: bool,
+) -> ApiResult<(HashMap<i64, Stream<i64>>, Vec<i64>)> {
+    if seqs.is_empty() {
+        return Ok((HashMap::new(), Vec::new()));
+    }
+    // `part`: 0 a candidate, 1 the message before a session's first candidate, 2 the messages
+    // from its first candidate to its last (at most SPAN_READ a candidate, and one more to tell
+    // that there were more), 3 the message after its last. `flag`: a candidate only asks; any
+    // other row ends with a question.
+    let rows = sqlx::query!(
+        r#"WITH k AS (SELECT DISTINCT unnest($1::int8[]) AS seq),
+         m AS MATERIALIZED (
+             SELECT m.seq, m.session_id, m.sent_at, m.text
+             FROM k
+             CROSS JOIN LATERAL (
+                 SELECT * FROM conversation_messages m
+                 WHERE m.tenant_id = current_setting('mnemo.tenant')
+                   AND m.user_id = current_setting('mnemo.user') AND m.seq = k.seq
+                 LIMIT 1
+             ) m
+         ), spans AS MATERIALIZED (
+             SELECT session_id, count(*) AS n,
+                    (array_agg(sent_at ORDER BY sent_at, seq))[1] AS first_at,
+                    (array_agg(seq ORDER BY sent_at, seq))[1] AS first_seq,
+                    (array_agg(sent_at ORDER BY sent_at DESC, seq DESC))[1] AS last_at,
+                    (array_agg(seq ORDER BY sent_at DESC, seq DESC))[1] AS last_seq
+             FROM m GROUP BY session_id
+         )
+         SELECT 0 AS "part!", m.seq AS "seq!", m.session_id AS "session_id!",
+                m.sent_at AS "sent_at!", coalesce(mnemo_only_asks(m.text), false) AS "flag!",
+                CASE WHEN $2 THEN m.text END AS "text?"
+         FROM m
+         UNION ALL
+         SELECT r.part, r.seq, s.session_id, r.sent_at, coalesce(mnemo_ends_asking(r.text), false),
+                NULL
+         FROM spans s
+         CROSS JOIN LATERAL (
+             (SELECT 1 AS part, p.seq, p.sent_at, p.text FROM conversation_messages p
+              WHERE p.tenant_id = current_setting('mnemo.tenant')
+                AND p.user_id = current_setting('mnemo.user')
+                AND p.session_id = s.session_id AND p.sender IN ('user', 'ai')
+                AND (p.sent_at, p.seq) < (s.first_at, s.first_seq)
+              ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1)
+             UNION ALL
+             -- A lone candidate needs no range: its neighbours are the two probes.
+             (SELECT 2, p.seq, p.sent_at, p.text FROM conversation_messages p
+              WHERE p.tenant_id = current_setting('mnemo.tenant')
+                AND p.user_id = current_setting('mnemo.user')
+                AND p.session_id = s.session_id AND p.sender IN ('user', 'ai')
+                AND (p.sent_at, p.seq) >= (s.first_at, s.first_seq)
+                AND (p.sent_at, p.seq) <= (s.last_at, s.last_seq)
+              ORDER BY p.sent_at, p.seq
+              LIMIT CASE WHEN s.n > 1 THEN s.n * $3 + 1 ELSE 0 END)
+             UNION ALL
+             (SELECT 3, n.seq, n.sent_at, n.text FROM conversation_messages n
+              WHERE n.tenant_id = current_setting('mnemo.tenant')
+                AND n.user_id = current_setting('mnemo.user')
+                AND n.session_id = s.session_id AND n.sender IN ('user', 'ai')
+                AND (n.sent_at, n.seq) > (s.last_at, s.last_seq)
+              ORDER BY n.sent_at, n.seq LIMIT 1)
+         ) r"#,
+        seqs,
+        asks_when,
+        SPAN_READ
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let (candidates, others): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.part == 0);
+    let mut sessions: HashMap<&str, Session> = HashMap::new();
+    for c in &candidates {
+        sessions
+            .entry(c.session_id.as_str())
+            .or_default()
+            .candidates += 1;
+    }
+    for row in others {
+        let session = sessions.entry(row.session_id.as_str()).or_default();
+        session.spanned += i64::from(row.part == 2);
+        session.messages.push(((row.sent_at, row.seq), row.flag));
+    }
+    for session in sessions.values_mut() {
+        session.messages.sort_unstable_by_key(|m| m.0);
+    }
+    let mut out = HashMap::with_capacity(candidates.len());
+    let mut far_apart = Vec::new();
+    for c in candidates {
+        let Some(session) = sessions.get(c.session_id.as_str()) else {
+            continue;
+        };
+        if session.candidates > 1 && session.spanned > session.candidates * SPAN_READ {
+            far_apart.push(c.seq);
+            continue;
+        }
+        let at = (c.sent_at, c.seq);
+        let before = session.messages.partition_point(|m| m.0 < at);
+        let after = session.messages.partition_point(|m| m.0 <= at);
+        let previous = before.checked_sub(1).and_then(|i| session.messages.get(i));
+        out.insert(
+            c.seq,
+            Stream {
+                previous: previous.map(|p| p.0.1),
+                follows_question: previous.is_some_and(|p| p.1),
+                next: session.messages.get(after).map(|m| m.0.1),
+                asks: c.flag,
+                tells_time: c.text.as_deref().is_some_and(tells_time),
+            },
+        );
+    }
+    Ok((out, far_apart))
+}
+
+/// Most messages [`neighbours`] reads between a session's first and last candidate, per
+/// candidate in the session; beyond it the candidates are probed one by one.
+const SPAN_READ: i64 = 2;
+
+/// A session's candidates and the user and assistant messages read around them, by
+/// [`neighbours`]: each message's time and `seq`, and whether it ends with a question, in order.
+#[derive(Default)]
+struct Session {
+    candidates: i64,
+    /// Messages of the range read (between the first candidate and the last).
+    spanned: i64,
+    messages: Vec<((DateTime<Utc>, i64), bool)>,
+}
+
+/// [`neighbours`] of `seqs`, each looked up by its own three index probes: the message, the one
+/// before it and the one after it in its session.
+async fn probed_neighbours(
     conn: &mut Scoped,
     seqs: &[i64],
     asks_when: bool,
@@ -706,4 +858,110 @@ pub async fn search_messages(
         has_more,
         words_weight,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Principal;
+    use crate::db::Db;
+    use sqlx::PgPool;
+
+    /// The `seq`s of the caller's messages in `session`, by time.
+    async fn seqs(pool: &PgPool, session: &str) -> Vec<i64> {
+        sqlx::query_scalar(
+            "SELECT seq FROM conversation_messages
+             WHERE tenant_id = 'acme' AND user_id = 'alice' AND session_id = $1
+             ORDER BY sent_at, seq",
+        )
+        .bind(session)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+    }
+
+    /// The range reads find the same neighbours as probing each candidate: for candidates next
+    /// to each other (read as ranges), far apart (left to the probes), alone in their session,
+    /// tool messages among them, times out of the order of writing and times shared.
+    #[sqlx::test]
+    async fn ranges_find_the_neighbours_probes_find(pool: PgPool) {
+        for session in ["a", "b", "c"] {
+            sqlx::query(
+                "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name)
+                 VALUES ('acme', 'alice', $1, 'bot')",
+            )
+            .bind(session)
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        // Session a: 40 messages, every third from a tool, every fourth a question; written
+        // in an order their times do not follow, pairs sharing a time.
+        sqlx::query(
+            "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id,
+                                                sender, text, sent_at)
+             SELECT 'acme', 'alice', 'a', 'm' || i,
+                    (ARRAY['user', 'ai', 'tool'])[1 + i % 3],
+                    CASE WHEN i % 4 = 0 THEN 'Where did we leave it?' ELSE 'We left it at ' || i END,
+                    timestamptz '2026-01-01' + ((i * 7) % 40 / 2) * interval '1 minute'
+             FROM generate_series(0, 39) i",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id,
+                                                sender, text, sent_at)
+             VALUES ('acme', 'alice', 'b', 'b1', 'user', 'Anything new?', '2026-01-02'),
+                    ('acme', 'alice', 'b', 'b2', 'ai', 'A new build.', '2026-01-02 00:01'),
+                    ('acme', 'alice', 'b', 'b3', 'user', 'Good.', '2026-01-02 00:02'),
+                    ('acme', 'alice', 'c', 'c1', 'ai', 'Only this.', '2026-01-03')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let principal = Principal {
+            tenant_id: "acme".into(),
+            user_id: "alice".into(),
+            scopes: vec![],
+        };
+        let mut conn = Db::new(pool.clone()).scoped(&principal).await.unwrap();
+        let a = seqs(&pool, "a").await;
+        let b = seqs(&pool, "b").await;
+        let c = seqs(&pool, "c").await;
+        let cases: Vec<(Vec<i64>, bool)> = vec![
+            (a.clone(), false),
+            (a[10..14].to_vec(), false),
+            (a.iter().step_by(9).copied().collect(), true),
+            (
+                [&a[20..22], &b[..2], &c[..], &[b[2], 999_999_999]].concat(),
+                false,
+            ),
+        ];
+        for (candidates, far) in cases {
+            for asks_when in [false, true] {
+                let (spanned, far_apart) = spanned_neighbours(&mut conn, &candidates, asks_when)
+                    .await
+                    .unwrap();
+                assert_eq!(!far_apart.is_empty(), far, "{candidates:?}");
+                let probed = probed_neighbours(&mut conn, &candidates, asks_when)
+                    .await
+                    .unwrap();
+                let found = neighbours(&mut conn, &candidates, asks_when).await.unwrap();
+                assert_eq!(found, probed, "{candidates:?}");
+                if !far {
+                    assert_eq!(spanned, probed, "{candidates:?}");
+                }
+                assert_eq!(
+                    found.len(),
+                    candidates.iter().filter(|s| **s != 999_999_999).count()
+                );
+            }
+        }
+        // Some candidates follow questions, and some messages around them are tools'.
+        let all = neighbours(&mut conn, &a, false).await.unwrap();
+        assert!(all.values().any(|s| s.follows_question));
+        assert!(all.values().any(|s| s.asks));
+        assert!(all.values().any(|s| s.previous.is_none()));
+    }
 }
