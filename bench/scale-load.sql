@@ -49,8 +49,13 @@ SELECT 'bench', :'user', gen_random_uuid(), 's' || s, timestamptz '2026-01-01',
        timestamptz '2026-06-01', 1000, 1000, 0
 FROM generate_series(0, :sessions - 1) s;
 
+-- Ids as the service makes them (UUIDv7: the creation time's milliseconds first, so the newest
+-- memories are the highest ids and lie together at the end of the table), built by hand for
+-- servers without `uuidv7()`; random ids would scatter a user's newest chunks over the table.
 CREATE TEMP TABLE scale_memories ON COMMIT DROP AS
-SELECT gen_random_uuid() AS id, i,
+SELECT (lpad(to_hex(extract(epoch FROM timestamptz '2026-01-01')::int8 * 1000 + i * 1000), 12, '0')
+        || '7' || substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid AS id,
+       i,
        'detail ' || i || ': ' || (ARRAY['deploy', 'timeout', 'cache', 'migration', 'index',
                                        'rollback', 'latency', 'quota'])[1 + i % 8]
            || ' notes of run ' || (i % 977) || ', build ok, tests passed' AS content
