@@ -896,26 +896,23 @@ mod tests {
             .unwrap();
         }
         // Session a: 40 messages, every third from a tool, every fourth a question; written
-        // in an order their times do not follow, pairs sharing a time.
+        // in an order their times do not follow, pairs sharing a time. Then b of three and c
+        // of one.
         sqlx::query(
             "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id,
                                                 sender, text, sent_at)
-             SELECT 'acme', 'alice', 'a', 'm' || i,
-                    (ARRAY['user', 'ai', 'tool'])[1 + i % 3],
-                    CASE WHEN i % 4 = 0 THEN 'Where did we leave it?' ELSE 'We left it at ' || i END,
-                    timestamptz '2026-01-01' + ((i * 7) % 40 / 2) * interval '1 minute'
-             FROM generate_series(0, 39) i",
-        )
-        .execute(&pool)
-        .await
-        .unwrap();
-        sqlx::query(
-            "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id,
-                                                sender, text, sent_at)
-             VALUES ('acme', 'alice', 'b', 'b1', 'user', 'Anything new?', '2026-01-02'),
-                    ('acme', 'alice', 'b', 'b2', 'ai', 'A new build.', '2026-01-02 00:01'),
-                    ('acme', 'alice', 'b', 'b3', 'user', 'Good.', '2026-01-02 00:02'),
-                    ('acme', 'alice', 'c', 'c1', 'ai', 'Only this.', '2026-01-03')",
+             SELECT 'acme', 'alice', m.* FROM (
+                 SELECT 'a', 'm' || i, (ARRAY['user', 'ai', 'tool'])[1 + i % 3],
+                        CASE WHEN i % 4 = 0 THEN 'Where did we leave it?'
+                             ELSE 'We left it at ' || i END,
+                        timestamptz '2026-01-01' + ((i * 7) % 40 / 2) * interval '1 minute'
+                 FROM generate_series(0, 39) i
+                 UNION ALL
+                 VALUES ('b', 'b1', 'user', 'Anything new?', timestamptz '2026-01-02'),
+                        ('b', 'b2', 'ai', 'A new build.', '2026-01-02 00:01'),
+                        ('b', 'b3', 'user', 'Good.', '2026-01-02 00:02'),
+                        ('c', 'c1', 'ai', 'Only this.', '2026-01-03')
+             ) m",
         )
         .execute(&pool)
         .await
