@@ -16,6 +16,7 @@ use crate::search::query::{
     matches_cte, recent_matches, scored_cte,
 };
 use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
+use crate::search::streams::{self, SPAN_READ, place};
 use crate::search::when::tells_time;
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
@@ -498,13 +499,8 @@ pub fn filters(
 /// value it has when it plans. A plan made for a user with a few messages read all of them and
 /// filtered; kept and run for a user with a million, it read a million rows per search (14 s).
 ///
-/// The messages around them are read per session, not per message: one probe for the message
-/// before the session's first candidate, one range read from its first candidate to its last,
-/// and one probe for the message after its last, so that candidates close together in a
-/// session (a search's matches often are) share their reads. An index probe reads its whole
-/// leaf page, and two probes per candidate cost more than reading the messages between them.
-/// The range read stops after [`SPAN_READ`] messages a candidate; a session whose candidates
-/// lie further apart than that has them probed one by one instead ([`probed_neighbours`]).
+/// The messages around them are read per session (see [`crate::search::streams`]); a session
+/// whose candidates lie far apart has them probed one by one ([`probed_neighbours`]).
 async fn neighbours(
     conn: &mut Scoped,
     seqs: &[i64],
@@ -589,62 +585,28 @@ async fn spanned_neighbours(
     )
     .fetch_all(&mut *conn)
     .await?;
-    let (candidates, others): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.part == 0);
-    let mut sessions: HashMap<&str, Session> = HashMap::new();
-    for c in &candidates {
-        sessions
-            .entry(c.session_id.as_str())
-            .or_default()
-            .candidates += 1;
-    }
-    for row in others {
-        let session = sessions.entry(row.session_id.as_str()).or_default();
-        session.spanned += i64::from(row.part == 2);
-        session.messages.push(((row.sent_at, row.seq), row.flag));
-    }
-    for session in sessions.values_mut() {
-        session.messages.sort_unstable_by_key(|m| m.0);
-    }
-    let mut out = HashMap::with_capacity(candidates.len());
-    let mut far_apart = Vec::new();
-    for c in candidates {
-        let Some(session) = sessions.get(c.session_id.as_str()) else {
-            continue;
-        };
-        if session.candidates > 1 && session.spanned > session.candidates * SPAN_READ {
-            far_apart.push(c.seq);
-            continue;
-        }
-        let at = (c.sent_at, c.seq);
-        let before = session.messages.partition_point(|m| m.0 < at);
-        let after = session.messages.partition_point(|m| m.0 <= at);
-        let previous = before.checked_sub(1).and_then(|i| session.messages.get(i));
-        out.insert(
-            c.seq,
-            Stream {
-                previous: previous.map(|p| p.0.1),
-                follows_question: previous.is_some_and(|p| p.1),
-                next: session.messages.get(after).map(|m| m.0.1),
+    let (candidates, around): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.part == 0);
+    Ok(place(
+        candidates
+            .into_iter()
+            .map(|c| streams::Candidate {
+                id: c.seq,
+                stream: c.session_id.as_str(),
+                at: (c.sent_at, c.seq),
                 asks: c.flag,
-                tells_time: c.text.as_deref().is_some_and(tells_time),
-            },
-        );
-    }
-    Ok((out, far_apart))
-}
-
-/// Most messages [`neighbours`] reads between a session's first and last candidate, per
-/// candidate in the session; beyond it the candidates are probed one by one.
-const SPAN_READ: i64 = 2;
-
-/// A session's candidates and the user and assistant messages read around them, by
-/// [`neighbours`]: each message's time and `seq`, and whether it ends with a question, in order.
-#[derive(Default)]
-struct Session {
-    candidates: i64,
-    /// Messages of the range read (between the first candidate and the last).
-    spanned: i64,
-    messages: Vec<((DateTime<Utc>, i64), bool)>,
+                text: c.text.as_deref(),
+            })
+            .collect(),
+        around
+            .into_iter()
+            .map(|r| streams::Around {
+                stream: r.session_id.as_str(),
+                at: (r.sent_at, r.seq),
+                ends_asking: r.flag,
+                in_range: r.part == 2,
+            })
+            .collect(),
+    ))
 }
 
 /// [`neighbours`] of `seqs`, each looked up by its own three index probes: the message, the one

@@ -9,6 +9,7 @@ pub mod names;
 pub mod query;
 pub mod similarity;
 pub mod sizes;
+pub mod streams;
 pub mod when;
 
 use serde::{Deserialize, Serialize};

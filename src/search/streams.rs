@@ -1,0 +1,202 @@
+//! A search's candidates placed among the texts around them in their streams (a session's
+//! messages, an agent's thread of memories), for [`crate::search::fusion::lift_by_neighbours`].
+//!
+//! A search looks up the text just before and just after each candidate in its stream. An
+//! index probe for one entry reads and tests its whole leaf page, so three probes per candidate
+//! (the candidate, the one before, the one after) cost more than reading the texts between
+//! candidates that lie close together, as a search's matches often do. The searches read, for
+//! each stream, the text before its first candidate, the texts from its first candidate to its
+//! last in one range (at most [`SPAN_READ`] a candidate), and the text after its last, and
+//! [`place`] finds each candidate's neighbours among them. A stream whose range was cut short
+//! has its candidates probed one by one instead.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use chrono::{DateTime, Utc};
+
+use crate::search::fusion::Stream;
+
+/// Most texts read between a stream's first and last candidate, per candidate in the stream;
+/// the range read asks for one more, to tell whether there were more.
+pub const SPAN_READ: i64 = 2;
+
+/// A text's place in its stream: its time, then its id.
+pub type At<T> = (DateTime<Utc>, T);
+
+/// A candidate as the range read found it.
+pub struct Candidate<'a, T, K> {
+    pub id: T,
+    pub stream: K,
+    pub at: At<T>,
+    /// It only asks.
+    pub asks: bool,
+    /// Its text, read only when the search asks when (see [`crate::search::when`]).
+    pub text: Option<&'a str>,
+}
+
+/// A text read around a stream's candidates.
+pub struct Around<T, K> {
+    pub stream: K,
+    pub at: At<T>,
+    pub ends_asking: bool,
+    /// Read by the range between the stream's first and last candidate (not one of the two
+    /// probes outside it).
+    pub in_range: bool,
+}
+
+/// Each candidate's [`Stream`] among the texts read around it, and the candidates of the
+/// streams whose range read was cut short (more than [`SPAN_READ`] texts a candidate), which
+/// are left to be probed one by one. A stream's texts are the neighbours its search counts
+/// (a session's user and assistant messages, every memory of an agent's thread); a candidate
+/// need not be one of them.
+pub fn place<T, K>(
+    candidates: Vec<Candidate<'_, T, K>>,
+    around: Vec<Around<T, K>>,
+) -> (HashMap<T, Stream<T>>, Vec<T>)
+where
+    T: Copy + Ord + Hash,
+    K: Hash + Eq,
+{
+    struct Texts<T> {
+        candidates: i64,
+        in_range: i64,
+        texts: Vec<(At<T>, bool)>,
+    }
+    let mut streams: HashMap<&K, Texts<T>> = HashMap::new();
+    for c in &candidates {
+        streams
+            .entry(&c.stream)
+            .or_insert_with(|| Texts {
+                candidates: 0,
+                in_range: 0,
+                texts: Vec::new(),
+            })
+            .candidates += 1;
+    }
+    for text in &around {
+        if let Some(stream) = streams.get_mut(&text.stream) {
+            stream.in_range += i64::from(text.in_range);
+            stream.texts.push((text.at, text.ends_asking));
+        }
+    }
+    for stream in streams.values_mut() {
+        stream.texts.sort_unstable_by_key(|t| t.0);
+    }
+    let mut out = HashMap::with_capacity(candidates.len());
+    let mut far_apart = Vec::new();
+    for c in &candidates {
+        let Some(stream) = streams.get(&c.stream) else {
+            continue;
+        };
+        if stream.candidates > 1 && stream.in_range > stream.candidates * SPAN_READ {
+            far_apart.push(c.id);
+            continue;
+        }
+        let texts = &stream.texts;
+        let before = texts.partition_point(|t| t.0 < c.at);
+        let after = texts.partition_point(|t| t.0 <= c.at);
+        let previous = before.checked_sub(1).and_then(|i| texts.get(i));
+        out.insert(
+            c.id,
+            Stream {
+                previous: previous.map(|p| p.0.1),
+                follows_question: previous.is_some_and(|p| p.1),
+                next: texts.get(after).map(|t| t.0.1),
+                asks: c.asks,
+                tells_time: c.text.is_some_and(crate::search::when::tells_time),
+            },
+        );
+    }
+    (out, far_apart)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(minute: i64, id: i64) -> At<i64> {
+        (Utc.timestamp_opt(minute * 60, 0).unwrap(), id)
+    }
+
+    fn around(
+        stream: &'static str,
+        minute: i64,
+        id: i64,
+        ends_asking: bool,
+    ) -> Around<i64, &'static str> {
+        Around {
+            stream,
+            at: at(minute, id),
+            ends_asking,
+            in_range: true,
+        }
+    }
+
+    fn candidate(
+        stream: &'static str,
+        minute: i64,
+        id: i64,
+    ) -> Candidate<'static, i64, &'static str> {
+        Candidate {
+            id,
+            stream,
+            at: at(minute, id),
+            asks: false,
+            text: None,
+        }
+    }
+
+    #[test]
+    fn neighbours_are_the_texts_just_before_and_after_in_time_then_id() {
+        // Stream a: texts at minutes 1 (id 5), 2 (ids 3 and 4, one time), 3 (id 1); the
+        // candidates are 4 and 1, and id 2 (a text the stream does not count) at minute 2.
+        let texts = vec![
+            around("a", 1, 5, true),
+            around("a", 2, 3, false),
+            around("a", 2, 4, true),
+            around("a", 3, 1, false),
+        ];
+        let (placed, far) = place(
+            vec![
+                candidate("a", 2, 4),
+                candidate("a", 3, 1),
+                candidate("a", 2, 2),
+            ],
+            texts,
+        );
+        assert!(far.is_empty());
+        assert_eq!(placed[&4].previous, Some(3));
+        assert!(!placed[&4].follows_question);
+        assert_eq!(placed[&4].next, Some(1));
+        assert_eq!(placed[&1].previous, Some(4));
+        assert!(placed[&1].follows_question);
+        assert_eq!(placed[&1].next, None);
+        assert_eq!(
+            placed[&2].previous,
+            Some(5),
+            "before minute 2 id 2: minute 1"
+        );
+        assert!(placed[&2].follows_question);
+        assert_eq!(placed[&2].next, Some(3));
+    }
+
+    #[test]
+    fn a_range_cut_short_leaves_its_stream_to_the_probes() {
+        // Two candidates in a, five texts in its range: more than two a candidate.
+        let texts = (0..5).map(|i| around("a", i, 10 + i, false)).collect();
+        let (placed, mut far) = place(
+            vec![
+                candidate("a", 0, 10),
+                candidate("a", 4, 14),
+                candidate("b", 9, 99),
+            ],
+            texts,
+        );
+        far.sort_unstable();
+        assert_eq!(far, vec![10, 14]);
+        assert_eq!(placed.len(), 1, "b's lone candidate is placed");
+        assert_eq!(placed[&99].previous, None);
+    }
+}
