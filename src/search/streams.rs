@@ -1,14 +1,19 @@
-//! A search's candidates placed among the texts around them in their streams (a session's
-//! messages, an agent's thread of memories), for [`crate::search::fusion::lift_by_neighbours`].
+//! A search's candidates placed among the texts around them in their streams, for
+//! [`crate::search::fusion::lift_by_neighbours`]: the conversation search's, whose streams are
+//! sessions.
 //!
 //! A search looks up the text just before and just after each candidate in its stream. An
 //! index probe for one entry reads and tests its whole leaf page, so three probes per candidate
 //! (the candidate, the one before, the one after) cost more than reading the texts between
-//! candidates that lie close together, as a search's matches often do. The searches read, for
-//! each stream, the text before its first candidate, the texts from its first candidate to its
-//! last in one range (at most [`SPAN_READ`] a candidate), and the text after its last, and
-//! [`place`] finds each candidate's neighbours among them. A stream whose range was cut short
-//! has its candidates probed one by one instead.
+//! candidates that lie close together, as a search's matches in a session often do. The search
+//! reads, for each stream, the text before its first candidate, the texts from its first
+//! candidate to its last in one range (at most [`SPAN_READ`] a candidate), and the text after
+//! its last, and [`place`] finds each candidate's neighbours among them. A stream whose range
+//! was cut short has its candidates probed one by one instead.
+//!
+//! The memory search probes: its streams are an agent's threads, and one of them can hold a
+//! user's whole history with the candidates spread thin through it, where the range reads ran
+//! into their limit and cost more than they saved (see the README's benchmarks).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -48,8 +53,7 @@ pub struct Around<T, K> {
 /// Each candidate's [`Stream`] among the texts read around it, and the candidates of the
 /// streams whose range read was cut short (more than [`SPAN_READ`] texts a candidate), which
 /// are left to be probed one by one. A stream's texts are the neighbours its search counts
-/// (a session's user and assistant messages, every memory of an agent's thread); a candidate
-/// need not be one of them.
+/// (a session's user and assistant messages); a candidate need not be one of them.
 pub fn place<T, K>(
     candidates: Vec<Candidate<'_, T, K>>,
     around: Vec<Around<T, K>>,
