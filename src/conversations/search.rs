@@ -17,7 +17,6 @@ use crate::search::query::{
 };
 use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
 use crate::search::streams::{self, SPAN_READ, place};
-use crate::search::when::tells_time;
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
 };
@@ -500,21 +499,17 @@ pub fn filters(
 /// filtered; kept and run for a user with a million, it read a million rows per search (14 s).
 ///
 /// The messages around them are read per session (see [`crate::search::streams`]); a session
-/// whose candidates lie far apart has them probed one by one ([`probed_neighbours`]).
+/// whose candidates lie far apart has their neighbours probed one by one ([`probe_around`]).
 async fn neighbours(
     conn: &mut Scoped,
     seqs: &[i64],
     asks_when: bool,
 ) -> ApiResult<HashMap<i64, Stream<i64>>> {
-    let (mut out, far_apart) = spanned_neighbours(conn, seqs, asks_when).await?;
-    if !far_apart.is_empty() {
-        out.extend(probed_neighbours(conn, &far_apart, asks_when).await?);
-    }
-    Ok(out)
+    Ok(spanned_neighbours(conn, seqs, asks_when).await?.0)
 }
 
-/// [`neighbours`] of the candidates the range reads cover, and the candidates of the sessions
-/// whose ranges were cut short, left to [`probed_neighbours`].
+/// [`neighbours`], and the candidates of the sessions whose ranges were cut short, whose
+/// neighbours were then probed one by one ([`probe_around`]).
 async fn spanned_neighbours(
     conn: &mut Scoped,
     seqs: &[i64],
@@ -586,7 +581,7 @@ async fn spanned_neighbours(
     .fetch_all(&mut *conn)
     .await?;
     let (candidates, around): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.part == 0);
-    Ok(place(
+    let (mut out, far_apart) = place(
         candidates
             .into_iter()
             .map(|c| streams::Candidate {
@@ -606,60 +601,59 @@ async fn spanned_neighbours(
                 in_range: r.part == 2,
             })
             .collect(),
-    ))
+    );
+    let mut probed = probe_around(conn, &far_apart).await?;
+    for c in &far_apart {
+        let (previous, next) = probed.remove(&c.id).unwrap_or_default();
+        out.insert(c.id, c.stream(previous, next));
+    }
+    Ok((out, far_apart.iter().map(|c| c.id).collect()))
 }
 
-/// [`neighbours`] of `seqs`, each looked up by its own three index probes: the message, the one
-/// before it and the one after it in its session.
-async fn probed_neighbours(
+/// For each of `candidates` (already read), the user or assistant message just before it in its
+/// session (with whether it ends with a question) and the one just after it, each by its own
+/// index probe.
+async fn probe_around(
     conn: &mut Scoped,
-    seqs: &[i64],
-    asks_when: bool,
-) -> ApiResult<HashMap<i64, Stream<i64>>> {
-    if seqs.is_empty() {
+    candidates: &[streams::Candidate<'_, i64, &str>],
+) -> ApiResult<HashMap<i64, (Option<(i64, bool)>, Option<i64>)>> {
+    if candidates.is_empty() {
         return Ok(HashMap::new());
     }
+    let seqs: Vec<i64> = candidates.iter().map(|c| c.id).collect();
+    let sessions: Vec<&str> = candidates.iter().map(|c| c.stream).collect();
+    let times: Vec<DateTime<Utc>> = candidates.iter().map(|c| c.at.0).collect();
     let rows = sqlx::query!(
-        r#"SELECT m.seq, p.seq AS "previous?", coalesce(mnemo_ends_asking(p.text), false) AS "follows_question!",
-                n.seq AS "next?", coalesce(mnemo_only_asks(m.text), false) AS "asks!",
-                CASE WHEN $2 THEN m.text END AS "text?"
-         FROM (SELECT DISTINCT unnest($1::int8[])) AS k(seq)
-         CROSS JOIN LATERAL (
-             SELECT * FROM conversation_messages m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user') AND m.seq = k.seq
-             LIMIT 1
-         ) m
+        r#"SELECT k.seq AS "seq!", p.seq AS "previous?",
+                coalesce(mnemo_ends_asking(p.text), false) AS "follows_question!", n.seq AS "next?"
+         FROM unnest($1::int8[], $2::text[], $3::timestamptz[]) AS k(seq, session_id, sent_at)
          LEFT JOIN LATERAL (
              SELECT p.seq, p.text FROM conversation_messages p
-             WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
-               AND p.session_id = m.session_id AND p.sender IN ('user', 'ai')
-               AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
+             WHERE p.tenant_id = current_setting('mnemo.tenant')
+               AND p.user_id = current_setting('mnemo.user')
+               AND p.session_id = k.session_id AND p.sender IN ('user', 'ai')
+               AND (p.sent_at, p.seq) < (k.sent_at, k.seq)
              ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1
          ) p ON true
          LEFT JOIN LATERAL (
              SELECT n.seq FROM conversation_messages n
-             WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
-               AND n.session_id = m.session_id AND n.sender IN ('user', 'ai')
-               AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
+             WHERE n.tenant_id = current_setting('mnemo.tenant')
+               AND n.user_id = current_setting('mnemo.user')
+               AND n.session_id = k.session_id AND n.sender IN ('user', 'ai')
+               AND (n.sent_at, n.seq) > (k.sent_at, k.seq)
              ORDER BY n.sent_at, n.seq LIMIT 1
          ) n ON true"#,
-        seqs,
-        asks_when
+        &seqs,
+        &sessions as &[&str],
+        &times
     )
     .fetch_all(&mut *conn)
     .await?;
     Ok(rows
         .into_iter()
         .map(|r| {
-            let stream = Stream {
-                previous: r.previous,
-                follows_question: r.follows_question,
-                next: r.next,
-                asks: r.asks,
-                tells_time: r.text.as_deref().is_some_and(tells_time),
-            };
-            (r.seq, stream)
+            let previous = r.previous.map(|p| (p, r.follows_question));
+            (r.seq, (previous, r.next))
         })
         .collect())
 }
@@ -827,7 +821,60 @@ mod tests {
     use super::*;
     use crate::auth::Principal;
     use crate::db::Db;
+    use crate::search::when::tells_time;
     use sqlx::PgPool;
+
+    /// The neighbours as they were looked up before the range reads, for comparison: three
+    /// index probes per candidate (the message, the one before it, the one after it).
+    async fn probed_neighbours(
+        conn: &mut Scoped,
+        seqs: &[i64],
+        asks_when: bool,
+    ) -> ApiResult<HashMap<i64, Stream<i64>>> {
+        let rows = sqlx::query!(
+            r#"SELECT m.seq, p.seq AS "previous?", coalesce(mnemo_ends_asking(p.text), false) AS "follows_question!",
+                    n.seq AS "next?", coalesce(mnemo_only_asks(m.text), false) AS "asks!",
+                    CASE WHEN $2 THEN m.text END AS "text?"
+             FROM (SELECT DISTINCT unnest($1::int8[])) AS k(seq)
+             CROSS JOIN LATERAL (
+                 SELECT * FROM conversation_messages m
+                 WHERE m.tenant_id = current_setting('mnemo.tenant')
+                   AND m.user_id = current_setting('mnemo.user') AND m.seq = k.seq
+                 LIMIT 1
+             ) m
+             LEFT JOIN LATERAL (
+                 SELECT p.seq, p.text FROM conversation_messages p
+                 WHERE p.tenant_id = m.tenant_id AND p.user_id = m.user_id
+                   AND p.session_id = m.session_id AND p.sender IN ('user', 'ai')
+                   AND (p.sent_at, p.seq) < (m.sent_at, m.seq)
+                 ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1
+             ) p ON true
+             LEFT JOIN LATERAL (
+                 SELECT n.seq FROM conversation_messages n
+                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
+                   AND n.session_id = m.session_id AND n.sender IN ('user', 'ai')
+                   AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
+                 ORDER BY n.sent_at, n.seq LIMIT 1
+             ) n ON true"#,
+            seqs,
+            asks_when
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let stream = Stream {
+                    previous: r.previous,
+                    follows_question: r.follows_question,
+                    next: r.next,
+                    asks: r.asks,
+                    tells_time: r.text.as_deref().is_some_and(tells_time),
+                };
+                (r.seq, stream)
+            })
+            .collect())
+    }
 
     /// The `seq`s of the caller's messages in `session`, by time.
     async fn seqs(pool: &PgPool, session: &str) -> Vec<i64> {

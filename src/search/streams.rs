@@ -26,6 +26,9 @@ use crate::search::fusion::Stream;
 /// the range read asks for one more, to tell whether there were more.
 pub const SPAN_READ: i64 = 2;
 
+/// Each candidate's [`Stream`], by its id.
+pub type Streams<T> = HashMap<T, Stream<T>>;
+
 /// A text's place in its stream: its time, then its id.
 pub type At<T> = (DateTime<Utc>, T);
 
@@ -40,6 +43,20 @@ pub struct Candidate<'a, T, K> {
     pub text: Option<&'a str>,
 }
 
+impl<T: Copy, K> Candidate<'_, T, K> {
+    /// Its [`Stream`], given the texts just before and just after it (the one before: its id
+    /// and whether it ends with a question).
+    pub fn stream(&self, previous: Option<(T, bool)>, next: Option<T>) -> Stream<T> {
+        Stream {
+            previous: previous.map(|p| p.0),
+            follows_question: previous.is_some_and(|p| p.1),
+            next,
+            asks: self.asks,
+            tells_time: self.text.is_some_and(crate::search::when::tells_time),
+        }
+    }
+}
+
 /// A text read around a stream's candidates.
 pub struct Around<T, K> {
     pub stream: K,
@@ -51,26 +68,26 @@ pub struct Around<T, K> {
 }
 
 /// Each candidate's [`Stream`] among the texts read around it, and the candidates of the
-/// streams whose range read was cut short (more than [`SPAN_READ`] texts a candidate), which
-/// are left to be probed one by one. A stream's texts are the neighbours its search counts
+/// streams whose range read was cut short (more than [`SPAN_READ`] texts a candidate), whose
+/// neighbours are left to be probed one by one. A stream's texts are the neighbours its search counts
 /// (a session's user and assistant messages); a candidate need not be one of them.
-pub fn place<T, K>(
-    candidates: Vec<Candidate<'_, T, K>>,
+pub fn place<'a, T, K>(
+    candidates: Vec<Candidate<'a, T, K>>,
     around: Vec<Around<T, K>>,
-) -> (HashMap<T, Stream<T>>, Vec<T>)
+) -> (Streams<T>, Vec<Candidate<'a, T, K>>)
 where
     T: Copy + Ord + Hash,
-    K: Hash + Eq,
+    K: Hash + Eq + Clone,
 {
     struct Texts<T> {
         candidates: i64,
         in_range: i64,
         texts: Vec<(At<T>, bool)>,
     }
-    let mut streams: HashMap<&K, Texts<T>> = HashMap::new();
+    let mut streams: HashMap<K, Texts<T>> = HashMap::new();
     for c in &candidates {
         streams
-            .entry(&c.stream)
+            .entry(c.stream.clone())
             .or_insert_with(|| Texts {
                 candidates: 0,
                 in_range: 0,
@@ -89,28 +106,23 @@ where
     }
     let mut out = HashMap::with_capacity(candidates.len());
     let mut far_apart = Vec::new();
-    for c in &candidates {
+    for c in candidates {
         let Some(stream) = streams.get(&c.stream) else {
             continue;
         };
         if stream.candidates > 1 && stream.in_range > stream.candidates * SPAN_READ {
-            far_apart.push(c.id);
+            far_apart.push(c);
             continue;
         }
         let texts = &stream.texts;
         let before = texts.partition_point(|t| t.0 < c.at);
         let after = texts.partition_point(|t| t.0 <= c.at);
         let previous = before.checked_sub(1).and_then(|i| texts.get(i));
-        out.insert(
-            c.id,
-            Stream {
-                previous: previous.map(|p| p.0.1),
-                follows_question: previous.is_some_and(|p| p.1),
-                next: texts.get(after).map(|t| t.0.1),
-                asks: c.asks,
-                tells_time: c.text.is_some_and(crate::search::when::tells_time),
-            },
+        let placed = c.stream(
+            previous.map(|p| (p.0.1, p.1)),
+            texts.get(after).map(|t| t.0.1),
         );
+        out.insert(c.id, placed);
     }
     (out, far_apart)
 }
@@ -190,7 +202,7 @@ mod tests {
     fn a_range_cut_short_leaves_its_stream_to_the_probes() {
         // Two candidates in a, five texts in its range: more than two a candidate.
         let texts = (0..5).map(|i| around("a", i, 10 + i, false)).collect();
-        let (placed, mut far) = place(
+        let (placed, far) = place(
             vec![
                 candidate("a", 0, 10),
                 candidate("a", 4, 14),
@@ -198,6 +210,7 @@ mod tests {
             ],
             texts,
         );
+        let mut far: Vec<i64> = far.iter().map(|c| c.id).collect();
         far.sort_unstable();
         assert_eq!(far, vec![10, 14]);
         assert_eq!(placed.len(), 1, "b's lone candidate is placed");
