@@ -54,6 +54,10 @@ portable_pgvector() {
     local install="$1" data="$2"
     local stamp="$install/.pgvector-$PGVECTOR_VERSION-portable"
     [ -f "$stamp" ] && return 0
+    # One build at a time, when several scripts bring the server up together.
+    exec 9>"$install/.pgvector.lock"
+    flock 9
+    if [ -f "$stamp" ]; then exec 9>&-; return 0; fi
     local pg_config="$install/bin/pg_config" tarball build
     tarball="$(pgvector_source "$data/sources")" || return 1
     build="$(mktemp -d)"
@@ -88,4 +92,5 @@ portable_pgvector() {
     fi
     rm -rf "$build"
     touch "$stamp"
+    exec 9>&-
 }
