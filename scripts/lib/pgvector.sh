@@ -36,7 +36,8 @@ pgvector_source() {
         rm -rf "$apt" && mkdir -p "$apt/lists/partial"
         echo "deb-src http://deb.debian.org/debian $PGVECTOR_SUITE main" >"$apt/sources.list"
         local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-                    -o "Dir::State::Lists=$apt/lists" -o APT::Sandbox::User=root -qq)
+                    -o "Dir::State::Lists=$apt/lists" -o APT::Sandbox::User=root
+                    -o Acquire::Retries=3 -qq)
         apt-get "${opts[@]}" update >&2
         (cd "$dir" && apt-get "${opts[@]}" source --download-only "pgvector=$PGVECTOR_DEBIAN") >&2
         rm -rf "$apt"
