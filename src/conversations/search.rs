@@ -489,8 +489,9 @@ pub fn filters(
 
 /// The message just before and just after each of `seqs` in its session (user and assistant
 /// messages, by time), whether it only asks and whether the one before it ends with a
-/// question, and, when the search `asks_when`, whether each
-/// says when (its text is read for [`tells_time`] only then), for [`lift_by_neighbours`].
+/// question (both stored with each message when it is written), and, when the search
+/// `asks_when`, whether each says when (its text is read for [`tells_time`] only then), for
+/// [`lift_by_neighbours`].
 ///
 /// Each message is looked up by its own index probe (a lateral subquery per key), never by
 /// joining the caller's messages to the keys: a connection keeps a statement's plan across the
@@ -525,7 +526,7 @@ async fn spanned_neighbours(
     let rows = sqlx::query!(
         r#"WITH k AS (SELECT DISTINCT unnest($1::int8[]) AS seq),
          m AS MATERIALIZED (
-             SELECT m.seq, m.session_id, m.sent_at, m.text
+             SELECT m.seq, m.session_id, m.sent_at, m.asks, CASE WHEN $2 THEN m.text END AS text
              FROM k
              CROSS JOIN LATERAL (
                  SELECT * FROM conversation_messages m
@@ -542,15 +543,14 @@ async fn spanned_neighbours(
              FROM m GROUP BY session_id
          )
          SELECT 0 AS "part!", m.seq AS "seq!", m.session_id AS "session_id!",
-                m.sent_at AS "sent_at!", coalesce(mnemo_only_asks(m.text), false) AS "flag!",
-                CASE WHEN $2 THEN m.text END AS "text?"
+                m.sent_at AS "sent_at!", m.asks AS "flag!",
+                m.text AS "text?"
          FROM m
          UNION ALL
-         SELECT r.part, r.seq, s.session_id, r.sent_at, coalesce(mnemo_ends_asking(r.text), false),
-                NULL
+         SELECT r.part, r.seq, s.session_id, r.sent_at, r.ends_asking, NULL
          FROM spans s
          CROSS JOIN LATERAL (
-             (SELECT 1 AS part, p.seq, p.sent_at, p.text FROM conversation_messages p
+             (SELECT 1 AS part, p.seq, p.sent_at, p.ends_asking FROM conversation_messages p
               WHERE p.tenant_id = current_setting('mnemo.tenant')
                 AND p.user_id = current_setting('mnemo.user')
                 AND p.session_id = s.session_id AND p.sender IN ('user', 'ai')
@@ -558,7 +558,7 @@ async fn spanned_neighbours(
               ORDER BY p.sent_at DESC, p.seq DESC LIMIT 1)
              UNION ALL
              -- A lone candidate needs no range: its neighbours are the two probes.
-             (SELECT 2, p.seq, p.sent_at, p.text FROM conversation_messages p
+             (SELECT 2, p.seq, p.sent_at, p.ends_asking FROM conversation_messages p
               WHERE p.tenant_id = current_setting('mnemo.tenant')
                 AND p.user_id = current_setting('mnemo.user')
                 AND p.session_id = s.session_id AND p.sender IN ('user', 'ai')
@@ -567,7 +567,7 @@ async fn spanned_neighbours(
               ORDER BY p.sent_at, p.seq
               LIMIT CASE WHEN s.n > 1 THEN s.n * $3 + 1 ELSE 0 END)
              UNION ALL
-             (SELECT 3, n.seq, n.sent_at, n.text FROM conversation_messages n
+             (SELECT 3, n.seq, n.sent_at, n.ends_asking FROM conversation_messages n
               WHERE n.tenant_id = current_setting('mnemo.tenant')
                 AND n.user_id = current_setting('mnemo.user')
                 AND n.session_id = s.session_id AND n.sender IN ('user', 'ai')
@@ -625,10 +625,10 @@ async fn probe_around(
     let times: Vec<DateTime<Utc>> = candidates.iter().map(|c| c.at.0).collect();
     let rows = sqlx::query!(
         r#"SELECT k.seq AS "seq!", p.seq AS "previous?",
-                coalesce(mnemo_ends_asking(p.text), false) AS "follows_question!", n.seq AS "next?"
+                coalesce(p.ends_asking, false) AS "follows_question!", n.seq AS "next?"
          FROM unnest($1::int8[], $2::text[], $3::timestamptz[]) AS k(seq, session_id, sent_at)
          LEFT JOIN LATERAL (
-             SELECT p.seq, p.text FROM conversation_messages p
+             SELECT p.seq, p.ends_asking FROM conversation_messages p
              WHERE p.tenant_id = current_setting('mnemo.tenant')
                AND p.user_id = current_setting('mnemo.user')
                AND p.session_id = k.session_id AND p.sender IN ('user', 'ai')

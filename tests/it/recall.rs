@@ -556,8 +556,9 @@ async fn a_keyword_search_finds_the_turn_after_a_match(pool: PgPool) {
 }
 
 /// Whether a text only asks: it ends with a question mark (trailing blanks aside) and no sentence
-/// in it ends otherwise; the function answers as the regular expressions it replaced did, and the
-/// server's functions (`mnemo::search::asking`) as the SQL ones.
+/// in it ends otherwise; the function answers as the regular expressions it replaced did, the
+/// server's functions (`mnemo::search::asking`) as the SQL ones, and a conversation message's
+/// stored answers (`asks`, `ends_asking`) as the functions, after an edit too.
 #[sqlx::test]
 async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
     let cases = [
@@ -606,6 +607,71 @@ async fn only_asks_is_a_question_and_nothing_else(pool: PgPool) {
         assert_eq!(mnemo::search::asking::only_asks(text), now, "{text:?}");
         assert_eq!(mnemo::search::asking::ends_asking(text), ends, "{text:?}");
     }
+    // A conversation message stores both answers when it is written, and again when its text
+    // changes: the same as the functions', long texts (stored out of line) included.
+    let long_ask = format!("{}Where was it?", "Why? ".repeat(1000));
+    let long_told = format!("{}It was here.", "Why? ".repeat(1000));
+    let mut texts: Vec<String> = cases.iter().map(|(t, _)| t.to_string()).collect();
+    texts.extend([long_ask.clone(), long_told.clone()]);
+    sqlx::query(
+        "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name)
+         VALUES ('acme', 'alice', 's', 'bot')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id, sender,
+                                            text, sent_at)
+         SELECT 'acme', 'alice', 's', 'm' || i, 'user', t, now()
+         FROM unnest($1::text[]) WITH ORDINALITY AS u(t, i)",
+    )
+    .bind(&texts)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let stored = |pool: PgPool| async move {
+        sqlx::query_as::<_, (String, bool, bool, bool, bool)>(
+            "SELECT text, asks, mnemo_only_asks(text), ends_asking, mnemo_ends_asking(text)
+             FROM conversation_messages WHERE session_id = 's' ORDER BY seq",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    };
+    let rows = stored(pool.clone()).await;
+    assert_eq!(rows.len(), texts.len());
+    for (text, asks, only, ends_asking, ends) in &rows {
+        assert_eq!((asks, ends_asking), (only, ends), "{text:?}");
+    }
+    assert_eq!(
+        rows.iter().filter(|r| r.1).count(),
+        cases.iter().filter(|c| c.1).count() + 1
+    );
+    sqlx::query(
+        "UPDATE conversation_messages SET text = CASE WHEN text = $1 THEN $2 ELSE $1 END
+         WHERE session_id = 's' AND text IN ($1, $2)",
+    )
+    .bind(&long_ask)
+    .bind(&long_told)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let after = stored(pool.clone()).await;
+    for (text, asks, only, ends_asking, ends) in &after {
+        assert_eq!((asks, ends_asking), (only, ends), "{text:?}");
+    }
+    assert_eq!(
+        after
+            .iter()
+            .map(|r| r.0.clone())
+            .rev()
+            .take(2)
+            .collect::<Vec<_>>(),
+        [long_ask.clone(), long_told.clone()]
+    );
+    assert!(after[after.len() - 1].1);
+    assert!(!after[after.len() - 2].1);
     assert!(
         sqlx::query_scalar::<_, bool>("SELECT mnemo_ends_asking('I quit. Did you hear?')")
             .fetch_one(&pool)
