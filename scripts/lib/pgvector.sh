@@ -21,31 +21,29 @@ PGVECTOR_SHA256="867a2c328d4928a5a9d6f052cd3bc78c7d60228a9b914ad32aa3db88e9de27b
 
 pgvector_log() { echo "scripts/pg: $*" >&2; }
 
-# Downloads Debian's source tarball of pgvector into $1 (unless there already) and checks it.
+# Downloads Debian's source tarball of pgvector into $1.
+pgvector_download() {
+    local dir="$1"
+    pgvector_log "fetching the source of pgvector $PGVECTOR_VERSION from Debian ($PGVECTOR_SUITE)"
+    # A source list of its own, so that the machine's apt configuration is left as it is.
+    local apt="$dir/apt"
+    rm -rf "$apt" && mkdir -p "$apt/lists/partial"
+    echo "deb-src http://deb.debian.org/debian $PGVECTOR_SUITE main" >"$apt/sources.list"
+    local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+                -o "Dir::State::Lists=$apt/lists" -o APT::Sandbox::User=root
+                -o Acquire::Retries=3 -qq)
+    apt-get "${opts[@]}" update >&2 \
+        && (cd "$dir" && apt-get "${opts[@]}" source --download-only "pgvector=$PGVECTOR_DEBIAN") >&2
+    local status=$?
+    rm -rf "$apt"
+    return "$status"
+}
+
+# The checked source tarball of pgvector in $1 (downloaded unless there already): prints its path.
 pgvector_source() {
     local dir="$1" tarball="$1/pgvector_${PGVECTOR_VERSION}.orig.tar.gz"
     mkdir -p "$dir"
-    if [ -f "$tarball" ] && ! echo "$PGVECTOR_SHA256  $tarball" | sha256sum --check --status; then
-        pgvector_log "$tarball does not match the pinned sha256; downloading it again"
-        rm -f "$tarball"
-    fi
-    if [ ! -f "$tarball" ]; then
-        pgvector_log "fetching the source of pgvector $PGVECTOR_VERSION from Debian ($PGVECTOR_SUITE)"
-        # A source list of its own, so that the machine's apt configuration is left as it is.
-        local apt="$dir/apt"
-        rm -rf "$apt" && mkdir -p "$apt/lists/partial"
-        echo "deb-src http://deb.debian.org/debian $PGVECTOR_SUITE main" >"$apt/sources.list"
-        local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-                    -o "Dir::State::Lists=$apt/lists" -o APT::Sandbox::User=root
-                    -o Acquire::Retries=3 -qq)
-        apt-get "${opts[@]}" update >&2
-        (cd "$dir" && apt-get "${opts[@]}" source --download-only "pgvector=$PGVECTOR_DEBIAN") >&2
-        rm -rf "$apt"
-    fi
-    if ! echo "$PGVECTOR_SHA256  $tarball" | sha256sum --check --status; then
-        pgvector_log "$tarball does not match the pinned sha256 $PGVECTOR_SHA256; refusing to use it"
-        return 1
-    fi
+    pinned_fetch "$tarball" "$PGVECTOR_SHA256" pgvector_log pgvector_download "$dir" || return 1
     echo "$tarball"
 }
 
