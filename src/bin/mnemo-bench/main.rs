@@ -5,7 +5,10 @@
 //!
 //! Each client acts as its own user (tokens minted with the HS secret from `MNEMO_JWT_SECRET`), so
 //! rows do not contend the way a single hot user would. Scenarios prepare their data first, outside
-//! the measured window.
+//! the measured window. `chat-context` asks `/api/chat/context` with one new message, a question
+//! on one of 48 topics, in a session of its own; each client's user has an earlier history of
+//! five sessions of 40 messages (questions and replies on the same topics), so a question matches
+//! some of what came before and not all of it.
 //!
 //! The search scenarios (for `scripts/bench-search`, over data it loads) are `search-keyword`,
 //! `search-semantic` and `search-hybrid` (`POST /api/memories/search`) and `chat-search-keyword`,

@@ -114,6 +114,29 @@ pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), S
                 .await?;
             }
         }
+        // An earlier history for each client's user: five sessions of 40 messages, a user's
+        // question and the assistant's reply in turn, on varied topics.
+        "chat-context" => {
+            for session in 0..5u64 {
+                let messages: Vec<Value> = (0..40u64)
+                    .map(|i| {
+                        let seed = ((client.id as u64) << 32) ^ (session << 16) ^ i;
+                        json!({"id": format!("h{i}"),
+                               "text": conversation_text(seed, i % 2 == 0),
+                               "sender": if i % 2 == 0 { "user" } else { "ai" },
+                               "timestamp": format!("2026-11-{:02}T10:{:02}:00Z", 10 + session, i)})
+                    })
+                    .collect();
+                send_json(
+                    client
+                        .http
+                        .post(client.url("/api/chat/session/archive_messages")),
+                    &client.token,
+                    &json!({"session_id": format!("hist-{session}"), "messages_batch": messages}),
+                )
+                .await?;
+            }
+        }
         "task-events" => {
             let body = json!({"name": format!("bench task {}", client.id)});
             let response: Value = send_json(
@@ -209,10 +232,14 @@ pub(crate) async fn one(scenario: &str, client: &Client, n: usize) -> Result<u16
         ),
         "chat-context" => {
             let session = format!("bench-ctx-{}", client.id);
-            client.http.post(client.url("/api/chat/context")).json(&json!({
+            client
+                .http
+                .post(client.url("/api/chat/context"))
+                .json(&json!({
                 "session_id": session, "agent_id": "bench",
-                "new_messages": [{"id": format!("c{n}"), "text": "what did we decide?", "sender": "user",
-                                  "timestamp": "2026-11-21T12:00:00Z"}]}))
+                "new_messages": [{"id": format!("c{n}"),
+                                  "text": conversation_text(client.random(n, 7), true),
+                                  "sender": "user", "timestamp": "2026-11-21T12:00:00Z"}]}))
         }
         "task-events" => {
             let task = &client.prepared[0];

@@ -78,3 +78,87 @@ pub(crate) fn corpus_text(i: usize) -> String {
     text.truncate(1024);
     text
 }
+
+/// What the `chat-context` users talk about: each message names two or three of these.
+const TOPICS: [&str; 48] = [
+    "deploy",
+    "timeout",
+    "cache",
+    "migration",
+    "index",
+    "rollback",
+    "latency",
+    "quota",
+    "invoice",
+    "backup",
+    "billing",
+    "login",
+    "webhook",
+    "cluster",
+    "certificate",
+    "dashboard",
+    "replica",
+    "schema",
+    "pipeline",
+    "budget",
+    "vendor",
+    "contract",
+    "release",
+    "roadmap",
+    "onboarding",
+    "payroll",
+    "firewall",
+    "bucket",
+    "region",
+    "alert",
+    "ticket",
+    "sprint",
+    "kernel",
+    "upgrade",
+    "license",
+    "audit",
+    "storage",
+    "network",
+    "report",
+    "survey",
+    "campaign",
+    "newsletter",
+    "hiring",
+    "interview",
+    "laptop",
+    "printer",
+    "vacation",
+    "offsite",
+];
+
+const PEOPLE: [&str; 8] = ["Ann", "Bo", "Chen", "Dana", "Eli", "Fatima", "Gus", "Hana"];
+
+const MONTHS: [&str; 6] = ["January", "February", "March", "April", "May", "June"];
+
+/// A chat message of the `chat-context` users' history and questions, varied by `seed`: a user's
+/// question (20 to 90 characters) or an assistant's reply (about 250), each naming two or three
+/// of [`TOPICS`], a person and a month, so that a question matches a few earlier messages rather
+/// than every one of them.
+pub(crate) fn conversation_text(seed: u64, from_user: bool) -> String {
+    let r = splitmix64(seed);
+    let topic = |shift: u32| TOPICS[((r >> shift) % TOPICS.len() as u64) as usize];
+    let (a, b, c) = (topic(0), topic(8), topic(16));
+    let person = PEOPLE[((r >> 24) % 8) as usize];
+    let month = MONTHS[((r >> 32) % 6) as usize];
+    let day = 1 + (r >> 40) % 28;
+    if !from_user {
+        return format!(
+            "Earlier we agreed to move the {a} behind the {b}. {person} owns it and the deadline \
+             is {month} {day}. The open question is whether the {c} needs a review first; if it \
+             does, the {a} slips by a week and we tell the team on Monday. I noted the numbers \
+             in the shared sheet."
+        );
+    }
+    match (r >> 48) % 5 {
+        0 => format!("could you remind me what we said about the {a} and the {b}?"),
+        1 => format!("the {a} broke again after the {b} change, any idea why?"),
+        2 => format!("let's plan the {a} for {month}; the {b} can wait"),
+        3 => format!("I talked to {person} about the {a}: they want the {b} done first"),
+        _ => format!("what did we decide about the {a} and the {c}?"),
+    }
+}
