@@ -904,7 +904,7 @@ mod tests {
             .await
             .unwrap();
         }
-        // Session a: 40 messages, every third from a tool, every fourth a question; written
+        // Session a: 120 messages, every third from a tool, every fourth a question; written
         // in an order their times do not follow, pairs sharing a time. Then b of three and c
         // of one.
         sqlx::query(
@@ -914,8 +914,8 @@ mod tests {
                  SELECT 'a', 'm' || i, (ARRAY['user', 'ai', 'tool'])[1 + i % 3],
                         CASE WHEN i % 4 = 0 THEN 'Where did we leave it?'
                              ELSE 'We left it at ' || i END,
-                        timestamptz '2026-01-01' + ((i * 7) % 40 / 2) * interval '1 minute'
-                 FROM generate_series(0, 39) i
+                        timestamptz '2026-01-01' + ((i * 7) % 120 / 2) * interval '1 minute'
+                 FROM generate_series(0, 119) i
                  UNION ALL
                  VALUES ('b', 'b1', 'user', 'Anything new?', timestamptz '2026-01-02'),
                         ('b', 'b2', 'ai', 'A new build.', '2026-01-02 00:01'),
@@ -938,7 +938,14 @@ mod tests {
         let cases: Vec<(Vec<i64>, bool)> = vec![
             (a.clone(), false),
             (a[10..14].to_vec(), false),
-            (a.iter().step_by(9).copied().collect(), true),
+            // Further apart than the range reads, which reach only the first few of five.
+            (
+                a.iter()
+                    .step_by(3 * SPAN_READ as usize + 3)
+                    .copied()
+                    .collect(),
+                true,
+            ),
             (
                 [&a[20..22], &b[..2], &c[..], &[b[2], 999_999_999]].concat(),
                 false,
@@ -950,6 +957,8 @@ mod tests {
                     .await
                     .unwrap();
                 assert_eq!(!far_apart.is_empty(), far, "{candidates:?}");
+                // A range cut short still places the candidates it reached past.
+                assert!(far_apart.len() < candidates.len() - 1, "{far_apart:?}");
                 let probed = probed_neighbours(&mut conn, &candidates, asks_when)
                     .await
                     .unwrap();
