@@ -96,7 +96,7 @@ pub struct ChatSearchResults {
 /// The caller's messages a search may see, as a CTE `msg`; binds $3..$7 (and the retention
 /// cutoff $8). A message's session is looked up only to test an agent filter.
 const MESSAGES: &str = "msg AS (
-     SELECT m.seq, m.tsv FROM conversation_messages m
+     SELECT m.seq, m.tsv, m.session_id, m.sent_at FROM conversation_messages m
      WHERE m.tenant_id = current_setting('mnemo.tenant')
        AND m.user_id = current_setting('mnemo.user')
        AND ($3::text IS NULL OR m.session_id = $3)
@@ -248,7 +248,7 @@ async fn keyword_candidates(
              -- The filters on the candidates themselves (an agent filter looks each one's
              -- session up by key, and only then): never a scan of the whole history.
              -- The recent ones match already; the others are tested here.
-             SELECT c.seq, c.tsv
+             SELECT c.seq, c.tsv, c.session_id, c.sent_at
              FROM (SELECT DISTINCT ON (seq) * FROM
                      (SELECT r.* FROM rare_hits r, q
                       WHERE numnode(q.pos) > 0 AND r.tsv @@ q.q
@@ -272,8 +272,8 @@ async fn keyword_candidates(
              FROM terms t
          ), {matches}, {scored}, {best}",
         terms = bounded_terms_cte("$9", "$10"),
-        matches = matches_cte("seq"),
-        scored = scored_cte("seq", "$13::float8"),
+        matches = matches_cte(HIT_KEYS),
+        scored = scored_cte(HIT_KEYS, "$13::float8"),
         best = best_and_also("$14", "$15"),
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
@@ -320,7 +320,7 @@ async fn exact_keyword_candidates(
 /// weight (`real`). Public so that a test can check its plans.
 pub fn exact_keyword_sql() -> String {
     let ranking = idf_ranking(
-        "seq",
+        HIT_KEYS,
         "SELECT count(*) FROM conversation_messages c
          WHERE c.tenant_id = current_setting('mnemo.tenant')
            AND c.user_id = current_setting('mnemo.user')",
@@ -328,14 +328,18 @@ pub fn exact_keyword_sql() -> String {
     // Not a macro: it is assembled from the query CTE and the ranking every search shares.
     format!(
         "WITH {QUERY_CTE}, {MESSAGES}, hits AS MATERIALIZED (
-             SELECT msg.seq, msg.tsv FROM msg, q
+             SELECT msg.seq, msg.tsv, msg.session_id, msg.sent_at FROM msg, q
              WHERE numnode(q.pos) > 0 AND msg.tsv @@ q.q
          ), {ranking}, {}",
         best_and_also("$9", "$10"),
     )
 }
 
-/// The end of a keyword statement: the best `$8` of a CTE `scored` (`seq`, `score`), and those
+/// What a keyword ranking keeps of each match: its key, and where it lies (its session and time),
+/// so that the message after it is found without looking it up again.
+const HIT_KEYS: &str = "seq, session_id, sent_at";
+
+/// The end of a keyword statement: the best `$8` of a CTE `scored` ([`HIT_KEYS`], `score`), and those
 /// of the sequence numbers in the `int8[]` parameter `also` (may be NULL) that it scored. With the
 /// follow weight `follow` (a `real` parameter, see [`crate::search::fusion::FOLLOW_WEIGHT`])
 /// above 0, the user or AI message just after each of the best `$8` in its session gains that
@@ -345,28 +349,20 @@ pub fn exact_keyword_sql() -> String {
 fn best_and_also(also: &str, follow: &str) -> String {
     format!(
         "leaders AS (
-             SELECT seq, score FROM scored
+             SELECT seq, session_id, sent_at, score FROM scored
              WHERE {follow}::real > 0
              ORDER BY score DESC, seq DESC LIMIT $8
          ), followers AS (
-             -- The next message of each leading one (`conversation_messages_by_time`). The
-             -- leading one is looked up by key in a subquery of its own, one probe in every plan:
-             -- joined, a generic plan that expects the caller to have one message reads all of
-             -- them for each leader.
+             -- The next message of each leading one (`conversation_messages_by_time`), one
+             -- probe each: where the leading one lies came with its match.
              SELECT f.seq, {follow}::real * l.score AS gain
              FROM leaders l
              CROSS JOIN LATERAL (
-                 SELECT m.tenant_id, m.user_id, m.session_id, m.sent_at, m.seq
-                 FROM conversation_messages m
-                 WHERE m.tenant_id = current_setting('mnemo.tenant')
-                   AND m.user_id = current_setting('mnemo.user') AND m.seq = l.seq
-                 LIMIT 1
-             ) m
-             CROSS JOIN LATERAL (
                  SELECT n.seq, n.sent_at, n.archived_at FROM conversation_messages n
-                 WHERE n.tenant_id = m.tenant_id AND n.user_id = m.user_id
-                   AND n.session_id = m.session_id AND n.sender IN ('user', 'ai')
-                   AND (n.sent_at, n.seq) > (m.sent_at, m.seq)
+                 WHERE n.tenant_id = current_setting('mnemo.tenant')
+                   AND n.user_id = current_setting('mnemo.user')
+                   AND n.session_id = l.session_id AND n.sender IN ('user', 'ai')
+                   AND (n.sent_at, n.seq) > (l.sent_at, l.seq)
                  ORDER BY n.sent_at, n.seq LIMIT 1
              ) f
              WHERE ($5::timestamptz IS NULL OR f.sent_at >= $5)
