@@ -211,18 +211,19 @@ mod tests {
 
     #[test]
     fn a_range_cut_short_leaves_its_stream_to_the_probes() {
-        // Two candidates in a, five texts in its range: more than two a candidate.
-        let texts = (0..5).map(|i| around("a", i, 10 + i, false)).collect();
+        // Two candidates in a, one more text in its range than SPAN_READ for each of them.
+        let last = 2 * SPAN_READ;
+        let texts = (0..=last).map(|i| around("a", i, 10 + i, false)).collect();
         let (placed, far) = place(
             vec![
                 candidate("a", 0, 10),
-                candidate("a", 4, 14),
-                candidate("b", 9, 99),
+                candidate("a", last, 10 + last),
+                candidate("b", 99, 99),
             ],
             texts,
         );
         let far: Vec<i64> = far.iter().map(|c| c.id).collect();
-        assert_eq!(far, vec![14], "past the last text the range reached");
+        assert_eq!(far, vec![10 + last], "the last text the range reached");
         assert_eq!(
             placed.len(),
             2,
@@ -234,13 +235,16 @@ mod tests {
 
     #[test]
     fn a_cut_range_places_what_it_reached_and_no_further() {
-        // Stream a: the text before the first candidate (minute 0), a range read of nine texts
-        // (minutes 1 to 9, cut short: more than two for each of the four candidates), and the
-        // text after the last candidate (minute 20). Candidates at minutes 1, 3 (a tool message
-        // the stream does not count, at the time of a text), 9 (the last text reached) and 12
-        // (past it).
-        let mut texts: Vec<_> = (1..=9).map(|i| around("a", i, 10 + i, i == 2)).collect();
-        for (minute, id) in [(0, 1), (20, 99)] {
+        // Stream a: the text before the first candidate (minute 0), a range read cut short (one
+        // more text than SPAN_READ for each of the four candidates, minutes 1 to `reached`),
+        // and the text after the last candidate. Candidates at minutes 1, 3 (a tool message the
+        // stream does not count, at the time of a text), `reached` (the last text the range
+        // read) and past it.
+        let reached = 4 * SPAN_READ + 1;
+        let mut texts: Vec<_> = (1..=reached)
+            .map(|i| around("a", i, 10 + i, i == 2))
+            .collect();
+        for (minute, id) in [(0, 1), (reached + 10, 999)] {
             texts.push(Around {
                 in_range: false,
                 ..around("a", minute, id, false)
@@ -249,21 +253,25 @@ mod tests {
         let (placed, far) = place(
             vec![
                 candidate("a", 1, 11),
-                candidate("a", 3, 50),
-                candidate("a", 9, 19),
-                candidate("a", 12, 60),
+                candidate("a", 3, 500),
+                candidate("a", reached, 10 + reached),
+                candidate("a", reached + 3, 600),
             ],
             texts,
         );
         let mut far: Vec<i64> = far.iter().map(|c| c.id).collect();
         far.sort_unstable();
-        assert_eq!(far, vec![19, 60], "the one at the cut and the one past it");
+        assert_eq!(
+            far,
+            vec![10 + reached, 600],
+            "the one at the cut and the one past it"
+        );
         assert_eq!(placed[&11].previous, Some(1));
         assert_eq!(placed[&11].next, Some(12));
         assert!(!placed[&11].follows_question);
-        // Minute 3 holds text 13 too; the tool message 50 sorts after it (same time, higher id).
-        assert_eq!(placed[&50].previous, Some(13));
-        assert_eq!(placed[&50].next, Some(14));
-        assert!(!placed[&50].follows_question);
+        // Minute 3 holds text 13 too; the tool message 500 sorts after it (same time, higher id).
+        assert_eq!(placed[&500].previous, Some(13));
+        assert_eq!(placed[&500].next, Some(14));
+        assert!(!placed[&500].follows_question);
     }
 }

@@ -104,14 +104,7 @@ pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), S
                                "sender": if i % 2 == 0 { "user" } else { "ai" }})
                     })
                     .collect();
-                send_json(
-                    client
-                        .http
-                        .post(client.url("/api/chat/session/archive_messages")),
-                    &client.token,
-                    &json!({"session_id": format!("s{session}"), "messages_batch": messages}),
-                )
-                .await?;
+                archive(client, &format!("s{session}"), messages).await?;
             }
         }
         // An earlier history for each client's user: five sessions of 40 messages, a user's
@@ -127,14 +120,7 @@ pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), S
                                "timestamp": format!("2026-11-{:02}T10:{:02}:00Z", 10 + session, i)})
                     })
                     .collect();
-                send_json(
-                    client
-                        .http
-                        .post(client.url("/api/chat/session/archive_messages")),
-                    &client.token,
-                    &json!({"session_id": format!("hist-{session}"), "messages_batch": messages}),
-                )
-                .await?;
+                archive(client, &format!("hist-{session}"), messages).await?;
             }
         }
         "task-events" => {
@@ -151,6 +137,18 @@ pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), S
         _ => {}
     }
     Ok(())
+}
+
+/// Archives `messages` into `session` as the client's user.
+async fn archive(client: &Client, session: &str, messages: Vec<Value>) -> Result<Value, String> {
+    send_json(
+        client
+            .http
+            .post(client.url("/api/chat/session/archive_messages")),
+        &client.token,
+        &json!({"session_id": session, "messages_batch": messages}),
+    )
+    .await
 }
 
 pub(crate) async fn send_json(

@@ -81,14 +81,14 @@ pub(crate) fn corpus_text(i: usize) -> String {
 
 /// What the `chat-context` users talk about: each message names two or three of these.
 const TOPICS: [&str; 48] = [
-    "deploy",
-    "timeout",
-    "cache",
-    "migration",
-    "index",
-    "rollback",
-    "latency",
-    "quota",
+    "meeting",
+    "design",
+    "hotfix",
+    "refund",
+    "outage",
+    "metrics",
+    "partner",
+    "training",
     "invoice",
     "backup",
     "billing",
