@@ -141,10 +141,11 @@ const MONTHS: [&str; 6] = ["January", "February", "March", "April", "May", "June
 /// than every one of them.
 pub(crate) fn conversation_text(seed: u64, from_user: bool) -> String {
     let r = splitmix64(seed);
-    let topic = |shift: u32| TOPICS[((r >> shift) % TOPICS.len() as u64) as usize];
-    let (a, b, c) = (topic(0), topic(8), topic(16));
-    let person = PEOPLE[((r >> 24) % 8) as usize];
-    let month = MONTHS[((r >> 32) % 6) as usize];
+    let pick =
+        |words: &[&'static str], shift: u32| words[((r >> shift) % words.len() as u64) as usize];
+    let (a, b, c) = (pick(&TOPICS, 0), pick(&TOPICS, 8), pick(&TOPICS, 16));
+    let person = pick(&PEOPLE, 24);
+    let month = pick(&MONTHS, 32);
     let day = 1 + (r >> 40) % 28;
     if !from_user {
         return format!(
