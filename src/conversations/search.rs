@@ -109,6 +109,54 @@ const MESSAGES: &str = "msg AS (
        AND ($7::int IS NULL OR m.archived_at >= now() - make_interval(days => $7::int))
  )";
 
+/// The caller's messages in the sessions a search may see, as a CTE `msg` (binds $3 and $4,
+/// the session and agent filters), each with its place among its session's user and AI
+/// messages: the one just before it (`previous`, and whether that one ends with a question,
+/// `follows_question`) and the two just after it (`next`, `next_next`, and the first one's
+/// `asks`, `next_at` and `next_archived_at`), by time and then `seq`. These are a user or AI
+/// message's neighbours as [`neighbours`] finds them, read in the same pass as the words:
+/// `spoken` tells which rows they hold for (a tool message's are among the session's tool
+/// messages, and are not used). A message's neighbours lie in its session, so the session and
+/// agent filters leave them be; the time and retention filters apply to the matches. Only a
+/// match's `tsv` is kept (NULL for the others), so that the sort and the window carry no more
+/// than the neighbours need.
+const PLACED_MESSAGES: &str = "msg AS MATERIALIZED (
+     SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at, m.asks, m.ends_asking,
+            m.spoken,
+            lag(m.seq) OVER w AS previous, lag(m.ends_asking) OVER w AS follows_question,
+            lead(m.seq) OVER w AS next, lead(m.asks) OVER w AS next_asks,
+            lead(m.seq, 2) OVER w AS next_next, lead(m.sent_at) OVER w AS next_at,
+            lead(m.archived_at) OVER w AS next_archived_at
+     FROM (
+         SELECT m.seq, CASE WHEN numnode(q.pos) > 0 AND m.tsv @@ q.q THEN m.tsv END AS tsv,
+                m.session_id, m.sent_at, m.archived_at, m.asks, m.ends_asking,
+                m.sender IN ('user', 'ai') AS spoken
+         FROM conversation_messages m, q
+         WHERE m.tenant_id = current_setting('mnemo.tenant')
+           AND m.user_id = current_setting('mnemo.user')
+           AND ($3::text IS NULL OR m.session_id = $3)
+           AND ($4::text IS NULL OR EXISTS (
+                 SELECT 1 FROM agent_sessions s
+                 WHERE s.tenant_id = m.tenant_id AND s.user_id = m.user_id
+                   AND s.session_id = m.session_id AND s.agent_name = $4))
+         -- A fence: the texts are tested before the sort, not after it.
+         OFFSET 0
+     ) m
+     WINDOW w AS (PARTITION BY m.session_id, m.spoken ORDER BY m.sent_at, m.seq)
+ )";
+
+/// Most messages a history may hold for its exact ranking to place its candidates itself
+/// ([`placed_keyword_sql`]). Placing them costs every message of the history a row of a sort
+/// and a window, 2 to 4 µs of PostgreSQL's time each (measured at 350 and 860 messages); the
+/// neighbour statement it spares, with its round trip and the server's reading of its rows,
+/// costs about as much as 600 of them. So a longer history keeps that statement.
+const PLACED_HISTORY: i64 = 500;
+
+/// What the placing ranking keeps of each match: where it lies ([`HIT_KEYS`]) and its
+/// neighbours, from [`PLACED_MESSAGES`].
+const PLACED_KEYS: &str = "seq, session_id, sent_at, spoken, asks, ends_asking, previous, \
+                          follows_question, next, next_asks, next_next, next_at, next_archived_at";
+
 /// Most candidates each side contributes before fusion.
 const CANDIDATES: i64 = 100;
 
@@ -122,6 +170,39 @@ struct Scored {
     /// What a message holding every query term would score, on the keyword side.
     #[sqlx(default)]
     query_weight: Option<f32>,
+    /// The exact keyword ranking of a short history tells where each of its user and AI
+    /// messages lies in its session (see [`placed_keyword_sql`]): true when `asks`,
+    /// `previous`, `follows_question` and `next` hold that.
+    #[sqlx(default)]
+    placed: Option<bool>,
+    #[sqlx(default)]
+    asks: Option<bool>,
+    #[sqlx(default)]
+    previous: Option<i64>,
+    #[sqlx(default)]
+    follows_question: Option<bool>,
+    #[sqlx(default)]
+    next: Option<i64>,
+    /// Its text, when the search asks when.
+    #[sqlx(default)]
+    text: Option<String>,
+}
+
+impl Scored {
+    /// Its [`Stream`], when the ranking placed it.
+    fn stream(&self) -> Option<Stream<i64>> {
+        self.placed.filter(|placed| *placed)?;
+        Some(Stream {
+            previous: self.previous,
+            follows_question: self.follows_question.unwrap_or(false),
+            next: self.next,
+            asks: self.asks.unwrap_or(false),
+            tells_time: self
+                .text
+                .as_deref()
+                .is_some_and(crate::search::when::tells_time),
+        })
+    }
 }
 
 struct Shown {
@@ -214,8 +295,9 @@ async fn keyword_candidates(
     let bounded = match choose_ranking(conn, &MESSAGES_CORPUS, text).await? {
         // The messages' count here is of those ever archived (deleted ones stay counted): the
         // exact ranking counts the stored ones itself.
-        Ranking::Exact { .. } => {
-            return exact_keyword_candidates(conn, text, filters, also, follow).await;
+        Ranking::Exact { texts } => {
+            let placed = texts <= PLACED_HISTORY;
+            return exact_keyword_candidates(conn, text, filters, also, follow, placed).await;
         }
         Ranking::Nothing => return Ok(Vec::new()),
         Ranking::Bounded(bounded) => bounded,
@@ -294,24 +376,35 @@ async fn keyword_candidates(
 }
 
 /// Every match ranked, with document frequencies counted over the matches themselves: the
-/// search of a history no longer than the sample.
+/// search of a history no longer than the sample. With `placed` (a history of at most
+/// [`PLACED_HISTORY`] messages), the statement also tells where each user or AI message lies in
+/// its session (see [`Scored::stream`]), so that the lift by neighbours need not look them up.
 async fn exact_keyword_candidates(
     conn: &mut Scoped,
     text: &TextQuery,
     filters: &Filters,
     also: Option<&[i64]>,
     follow: f32,
+    placed: bool,
 ) -> ApiResult<Vec<Scored>> {
-    let sql = exact_keyword_sql();
+    let sql = if placed {
+        placed_keyword_sql()
+    } else {
+        exact_keyword_sql()
+    };
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
         .bind(&text.none);
-    Ok(bind_filters(query, filters)
+    let query = bind_filters(query, filters)
         .bind(CANDIDATES)
         .bind(also)
-        .bind(follow)
-        .fetch_all(&mut *conn)
-        .await?)
+        .bind(follow);
+    let query = if placed {
+        query.bind(text.asks_when)
+    } else {
+        query
+    };
+    Ok(query.fetch_all(&mut *conn).await?)
 }
 
 /// The statement of [`exact_keyword_candidates`]: `$1` and `$2` the query's parts (see
@@ -332,6 +425,93 @@ pub fn exact_keyword_sql() -> String {
              WHERE numnode(q.pos) > 0 AND msg.tsv @@ q.q
          ), {ranking}, {}",
         best_and_also("$9", "$10"),
+    )
+}
+
+/// [`exact_keyword_sql`] for a short history, placing its candidates: the same parameters and
+/// `$11`, whether to read the candidates' texts (the search asks when). Public so that a test
+/// can check its plans.
+///
+/// Besides each candidate's score, a row tells where a user or AI message lies in its session
+/// (`placed`, `asks`, `previous`, `follows_question`, `next`, from [`PLACED_MESSAGES`]), and its
+/// `text` when `$11`. The follow lift takes a leading user or AI message's follower from the
+/// same read; a tool message's follower is probed, and is not placed.
+pub fn placed_keyword_sql() -> String {
+    let ranking = idf_ranking(
+        PLACED_KEYS,
+        // Without a session or agent filter, `msg` holds every message of the caller.
+        "CASE WHEN $3::text IS NULL AND $4::text IS NULL THEN (SELECT count(*) FROM msg)
+              ELSE (SELECT count(*) FROM conversation_messages c
+                    WHERE c.tenant_id = current_setting('mnemo.tenant')
+                      AND c.user_id = current_setting('mnemo.user'))
+         END",
+    );
+    let keys = PLACED_KEYS
+        .split(',')
+        .map(|k| format!("msg.{}", k.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // Not a macro: it is assembled from the query CTE and the ranking every search shares.
+    format!(
+        "WITH {QUERY_CTE}, {PLACED_MESSAGES}, hits AS MATERIALIZED (
+             SELECT {keys}, msg.tsv FROM msg
+             WHERE msg.tsv IS NOT NULL
+               AND ($5::timestamptz IS NULL OR msg.sent_at >= $5)
+               AND ($6::timestamptz IS NULL OR msg.sent_at < $6)
+               AND ($7::int IS NULL OR msg.archived_at >= now() - make_interval(days => $7::int))
+         ), {ranking}, leaders AS (
+             SELECT {PLACED_KEYS}, score FROM scored
+             WHERE $10::real > 0
+             ORDER BY score DESC, seq DESC LIMIT $8
+         ), followers AS (
+             -- A user or AI message's follower is the next one of its session, read with it;
+             -- the follower's own neighbours are the leader and the one after the follower.
+             SELECT l.next AS seq, true AS placed, l.next_asks AS asks, l.seq AS previous,
+                    l.ends_asking AS follows_question, l.next_next AS next,
+                    $10::real * l.score AS gain
+             FROM leaders l
+             WHERE l.spoken AND l.next IS NOT NULL
+               AND ($5::timestamptz IS NULL OR l.next_at >= $5)
+               AND ($6::timestamptz IS NULL OR l.next_at < $6)
+               AND ($7::int IS NULL
+                    OR l.next_archived_at >= now() - make_interval(days => $7::int))
+             UNION ALL
+             -- A tool message's, one probe each (`conversation_messages_by_time`).
+             SELECT f.seq, false, NULL, NULL, NULL, NULL, $10::real * l.score
+             FROM leaders l
+             CROSS JOIN LATERAL (
+                 SELECT n.seq, n.sent_at, n.archived_at FROM conversation_messages n
+                 WHERE n.tenant_id = current_setting('mnemo.tenant')
+                   AND n.user_id = current_setting('mnemo.user')
+                   AND n.session_id = l.session_id AND n.sender IN ('user', 'ai')
+                   AND (n.sent_at, n.seq) > (l.sent_at, l.seq)
+                 ORDER BY n.sent_at, n.seq LIMIT 1
+             ) f
+             WHERE NOT l.spoken
+               AND ($5::timestamptz IS NULL OR f.sent_at >= $5)
+               AND ($6::timestamptz IS NULL OR f.sent_at < $6)
+               AND ($7::int IS NULL OR f.archived_at >= now() - make_interval(days => $7::int))
+         ), ranked AS (
+             SELECT seq, (coalesce(s.score, 0) + coalesce(f.gain, 0))::real AS score,
+                    coalesce(s.spoken, f.placed) AS placed, coalesce(s.asks, f.asks) AS asks,
+                    coalesce(s.previous, f.previous) AS previous,
+                    coalesce(s.follows_question, f.follows_question, false) AS follows_question,
+                    coalesce(s.next, f.next) AS next
+             FROM scored s FULL JOIN followers f USING (seq)
+         )
+         SELECT b.*, (SELECT weight FROM total) AS query_weight,
+                CASE WHEN $11 THEN (
+                    SELECT t.text FROM conversation_messages t
+                    WHERE t.tenant_id = current_setting('mnemo.tenant')
+                      AND t.user_id = current_setting('mnemo.user') AND t.seq = b.seq
+                    LIMIT 1)
+                END AS text
+         FROM (
+             (SELECT * FROM ranked ORDER BY score DESC, seq DESC LIMIT $8)
+             UNION
+             SELECT * FROM ranked WHERE $9::int8[] IS NOT NULL AND seq = ANY($9)
+         ) b
+         ORDER BY b.score DESC, b.seq DESC"
     )
 }
 
@@ -503,6 +683,32 @@ async fn neighbours(
     asks_when: bool,
 ) -> ApiResult<HashMap<i64, Stream<i64>>> {
     Ok(spanned_neighbours(conn, seqs, asks_when).await?.0)
+}
+
+/// The [`Stream`]s of `seqs`: those the keyword ranking placed (see [`Scored::stream`]) as it
+/// placed them, the others found by [`neighbours`].
+async fn placed_or_found(
+    conn: &mut Scoped,
+    seqs: &[i64],
+    keyword: &[Scored],
+    asks_when: bool,
+) -> ApiResult<HashMap<i64, Stream<i64>>> {
+    let placed: HashMap<i64, Stream<i64>> = keyword
+        .iter()
+        .filter_map(|k| Some((k.seq, k.stream()?)))
+        .collect();
+    let mut out = HashMap::with_capacity(seqs.len());
+    let mut unplaced = Vec::new();
+    for seq in seqs {
+        match placed.get(seq) {
+            Some(stream) => {
+                out.insert(*seq, stream.clone());
+            }
+            None => unplaced.push(*seq),
+        }
+    }
+    out.extend(neighbours(conn, &unplaced, asks_when).await?);
+    Ok(out)
 }
 
 /// [`neighbours`], and the candidates of the sessions whose ranges were cut short, whose
@@ -718,7 +924,7 @@ pub async fn search_messages(
     let lifts = LIFTS.for_query(&text);
     let lifted = liftable(&ranked, depth, lifts);
     let seqs: Vec<i64> = ranked[..lifted].iter().map(|r| r.id).collect();
-    let neighbours = neighbours(conn, &seqs, text.asks_when).await?;
+    let neighbours = placed_or_found(conn, &seqs, &keyword, text.asks_when).await?;
     lift_by_neighbours(&mut ranked, &neighbours, lifts);
     let deeper = ranked.len() > depth;
     ranked.truncate(depth);
@@ -885,24 +1091,20 @@ mod tests {
         .unwrap()
     }
 
-    /// The range reads find the same neighbours as probing each candidate: for candidates next
-    /// to each other (read as ranges), far apart (left to the probes), alone in their session,
-    /// tool messages among them, times out of the order of writing and times shared.
-    #[sqlx::test]
-    async fn ranges_find_the_neighbours_probes_find(pool: PgPool) {
-        for session in ["a", "b", "c"] {
+    /// Sessions a (120 messages, every third from a tool, every fourth a question; written in
+    /// an order their times do not follow, pairs sharing a time), b of three, c of one and d
+    /// of four that say when, of alice at acme; and a scoped connection as her.
+    async fn sessions_abc(pool: &PgPool) -> Scoped {
+        for session in ["a", "b", "c", "d"] {
             sqlx::query(
                 "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name)
                  VALUES ('acme', 'alice', $1, 'bot')",
             )
             .bind(session)
-            .execute(&pool)
+            .execute(pool)
             .await
             .unwrap();
         }
-        // Session a: 120 messages, every third from a tool, every fourth a question; written
-        // in an order their times do not follow, pairs sharing a time. Then b of three and c
-        // of one.
         sqlx::query(
             "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id,
                                                 sender, text, sent_at)
@@ -916,10 +1118,14 @@ mod tests {
                  VALUES ('b', 'b1', 'user', 'Anything new?', timestamptz '2026-01-02'),
                         ('b', 'b2', 'ai', 'A new build.', '2026-01-02 00:01'),
                         ('b', 'b3', 'user', 'Good.', '2026-01-02 00:02'),
-                        ('c', 'c1', 'ai', 'Only this.', '2026-01-03')
+                        ('c', 'c1', 'ai', 'Only this.', '2026-01-03'),
+                        ('d', 'd1', 'user', 'When did we leave the build?', '2026-01-04'),
+                        ('d', 'd2', 'tool', 'build left at 09:00', '2026-01-04 00:01'),
+                        ('d', 'd3', 'ai', 'We left the build on Monday.', '2026-01-04 00:02'),
+                        ('d', 'd4', 'user', 'Then leave it.', '2026-01-04 00:03')
              ) m",
         )
-        .execute(&pool)
+        .execute(pool)
         .await
         .unwrap();
         let principal = Principal {
@@ -927,7 +1133,15 @@ mod tests {
             user_id: "alice".into(),
             scopes: vec![],
         };
-        let mut conn = Db::new(pool.clone()).scoped(&principal).await.unwrap();
+        Db::new(pool.clone()).scoped(&principal).await.unwrap()
+    }
+
+    /// The range reads find the same neighbours as probing each candidate: for candidates next
+    /// to each other (read as ranges), far apart (left to the probes), alone in their session,
+    /// tool messages among them, times out of the order of writing and times shared.
+    #[sqlx::test]
+    async fn ranges_find_the_neighbours_probes_find(pool: PgPool) {
+        let mut conn = sessions_abc(&pool).await;
         let a = seqs(&pool, "a").await;
         let b = seqs(&pool, "b").await;
         let c = seqs(&pool, "c").await;
@@ -974,5 +1188,137 @@ mod tests {
         assert!(all.values().any(|s| s.follows_question));
         assert!(all.values().any(|s| s.asks));
         assert!(all.values().any(|s| s.previous.is_none()));
+    }
+
+    /// The exact keyword ranking of a short history ranks as the one of a longer history and
+    /// places its user and AI messages in their sessions as probing each one does, followers and the other side's candidates among them, whatever the
+    /// filters (a message's neighbours are its session's, before and after any time range);
+    /// tool messages, and a tool message's follower, it leaves to [`neighbours`].
+    #[sqlx::test]
+    async fn the_exact_ranking_places_candidates_as_probes_do(pool: PgPool) {
+        let mut conn = sessions_abc(&pool).await;
+        let messages: Vec<(i64, String, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT seq, sender, sent_at FROM conversation_messages WHERE tenant_id = 'acme'",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let senders: HashMap<i64, String> = messages.iter().map(|m| (m.0, m.1.clone())).collect();
+        let sent: HashMap<i64, DateTime<Utc>> = messages.iter().map(|m| (m.0, m.2)).collect();
+        let a = seqs(&pool, "a").await;
+        let unfiltered = || Filters {
+            session_id: None,
+            agent_id: None,
+            after: None,
+            before: None,
+            retention_days: None,
+        };
+        let cases = [
+            ("where did we leave it", unfiltered()),
+            ("When did we leave the build?", unfiltered()),
+            (
+                "leave it",
+                Filters {
+                    session_id: Some("a".into()),
+                    ..unfiltered()
+                },
+            ),
+            (
+                "leave or left",
+                Filters {
+                    after: "2026-01-01T00:20:00Z".parse().ok(),
+                    before: "2026-01-01T00:40:00Z".parse().ok(),
+                    retention_days: Some(3650),
+                    ..unfiltered()
+                },
+            ),
+            (
+                "build",
+                Filters {
+                    agent_id: Some("bot".into()),
+                    ..unfiltered()
+                },
+            ),
+        ];
+        let mut placed_followers = 0;
+        for (query, filters) in &cases {
+            let text = TextQuery::parse("query", query).unwrap();
+            let also = [a[1], a[2], a[3]];
+            let follow = crate::search::fusion::FOLLOW_WEIGHT;
+            let rows =
+                exact_keyword_candidates(&mut conn, &text, filters, Some(&also), follow, true)
+                    .await
+                    .unwrap();
+            assert!(!rows.is_empty(), "{query}");
+            // It ranks as the statement that does not place them, score for score.
+            let unplaced =
+                exact_keyword_candidates(&mut conn, &text, filters, Some(&also), follow, false)
+                    .await
+                    .unwrap();
+            let scores = |rows: &[Scored]| -> Vec<(i64, f32, Option<f32>)> {
+                rows.iter()
+                    .map(|r| (r.seq, r.score, r.query_weight))
+                    .collect()
+            };
+            assert_eq!(scores(&rows), scores(&unplaced), "{query}");
+            assert!(unplaced.iter().all(|r| r.stream().is_none()));
+            let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+            let probed = probed_neighbours(&mut conn, &seqs, text.asks_when)
+                .await
+                .unwrap();
+            let mut placed = 0;
+            let mut unplaced_spoken = 0;
+            for row in &rows {
+                let tool = senders[&row.seq] == "tool";
+                match row.stream() {
+                    Some(stream) => {
+                        assert!(!tool, "{query}: {}", row.seq);
+                        assert_eq!(Some(&stream), probed.get(&row.seq), "{query}: {}", row.seq);
+                        placed += 1;
+                        let matched = sqlx::query_scalar::<_, bool>(
+                            "SELECT tsv @@ websearch_to_tsquery('english', $2)
+                             FROM conversation_messages WHERE tenant_id = 'acme' AND seq = $1",
+                        )
+                        .bind(row.seq)
+                        .bind(&text.any)
+                        .fetch_one(&pool)
+                        .await
+                        .unwrap();
+                        placed_followers += usize::from(!matched);
+                    }
+                    None if tool => {}
+                    None => unplaced_spoken += 1,
+                }
+            }
+            assert!(placed > 0, "{query}");
+            // Only a tool message's follower is left unplaced, one per tool message.
+            let tools = rows.iter().filter(|r| senders[&r.seq] == "tool").count();
+            assert!(
+                unplaced_spoken <= tools,
+                "{query}: {unplaced_spoken} > {tools}"
+            );
+            // The time filters left the matches out, not the neighbours.
+            if let Some(after) = filters.after {
+                let before = filters.before.unwrap();
+                let outside = |seq: &i64| sent[seq] < after || sent[seq] >= before;
+                assert!(
+                    rows.iter().filter_map(|r| r.stream()).any(|s| s
+                        .previous
+                        .iter()
+                        .chain(&s.next)
+                        .any(outside)),
+                    "{seqs:?}"
+                );
+            }
+            // The search asking when reads the texts, and some tell when.
+            if text.asks_when {
+                assert!(
+                    rows.iter()
+                        .any(|r| r.stream().is_some_and(|s| s.tells_time))
+                );
+            }
+        }
+        // Followers that matched no word were placed too.
+        assert!(placed_followers > 0);
     }
 }
