@@ -478,19 +478,7 @@ pub fn placed_keyword_sql() -> String {
              UNION ALL
              -- A tool message's, one probe each (`conversation_messages_by_time`).
              SELECT f.seq, false, NULL, NULL, NULL, NULL, $10::real * l.score
-             FROM leaders l
-             CROSS JOIN LATERAL (
-                 SELECT n.seq, n.sent_at, n.archived_at FROM conversation_messages n
-                 WHERE n.tenant_id = current_setting('mnemo.tenant')
-                   AND n.user_id = current_setting('mnemo.user')
-                   AND n.session_id = l.session_id AND n.sender IN ('user', 'ai')
-                   AND (n.sent_at, n.seq) > (l.sent_at, l.seq)
-                 ORDER BY n.sent_at, n.seq LIMIT 1
-             ) f
-             WHERE NOT l.spoken
-               AND ($5::timestamptz IS NULL OR f.sent_at >= $5)
-               AND ($6::timestamptz IS NULL OR f.sent_at < $6)
-               AND ($7::int IS NULL OR f.archived_at >= now() - make_interval(days => $7::int))
+             FROM leaders l {FOLLOWER} WHERE NOT l.spoken AND {ADMITTED}
          ), ranked AS (
              SELECT seq, (coalesce(s.score, 0) + coalesce(f.gain, 0))::real AS score,
                     coalesce(s.spoken, f.placed) AS placed, coalesce(s.asks, f.asks) AS asks,
@@ -515,6 +503,22 @@ pub fn placed_keyword_sql() -> String {
     )
 }
 
+/// The user or AI message just after a leading one `l` (its `seq`, `session_id` and `sent_at`)
+/// in its session, as `f`: one probe (`conversation_messages_by_time`).
+const FOLLOWER: &str = "CROSS JOIN LATERAL (
+     SELECT n.seq, n.sent_at, n.archived_at FROM conversation_messages n
+     WHERE n.tenant_id = current_setting('mnemo.tenant')
+       AND n.user_id = current_setting('mnemo.user')
+       AND n.session_id = l.session_id AND n.sender IN ('user', 'ai')
+       AND (n.sent_at, n.seq) > (l.sent_at, l.seq)
+     ORDER BY n.sent_at, n.seq LIMIT 1
+ ) f";
+
+/// Whether the time and retention filters ($5 to $7) admit the follower `f`.
+const ADMITTED: &str = "($5::timestamptz IS NULL OR f.sent_at >= $5)
+     AND ($6::timestamptz IS NULL OR f.sent_at < $6)
+     AND ($7::int IS NULL OR f.archived_at >= now() - make_interval(days => $7::int))";
+
 /// What a keyword ranking keeps of each match: its key, and where it lies (its session and time),
 /// so that the message after it is found without looking it up again.
 const HIT_KEYS: &str = "seq, session_id, sent_at";
@@ -536,18 +540,7 @@ fn best_and_also(also: &str, follow: &str) -> String {
              -- The next message of each leading one (`conversation_messages_by_time`), one
              -- probe each: where the leading one lies came with its match.
              SELECT f.seq, {follow}::real * l.score AS gain
-             FROM leaders l
-             CROSS JOIN LATERAL (
-                 SELECT n.seq, n.sent_at, n.archived_at FROM conversation_messages n
-                 WHERE n.tenant_id = current_setting('mnemo.tenant')
-                   AND n.user_id = current_setting('mnemo.user')
-                   AND n.session_id = l.session_id AND n.sender IN ('user', 'ai')
-                   AND (n.sent_at, n.seq) > (l.sent_at, l.seq)
-                 ORDER BY n.sent_at, n.seq LIMIT 1
-             ) f
-             WHERE ($5::timestamptz IS NULL OR f.sent_at >= $5)
-               AND ($6::timestamptz IS NULL OR f.sent_at < $6)
-               AND ($7::int IS NULL OR f.archived_at >= now() - make_interval(days => $7::int))
+             FROM leaders l {FOLLOWER} WHERE {ADMITTED}
          ), ranked AS (
              SELECT seq, (coalesce(s.score, 0) + coalesce(f.gain, 0))::real AS score
              FROM scored s FULL JOIN followers f USING (seq)
