@@ -93,21 +93,33 @@ pub struct ChatSearchResults {
     pub words_weight: Option<f32>,
 }
 
-/// The caller's messages a search may see, as a CTE `msg`; binds $3..$7 (and the retention
-/// cutoff $8). A message's session is looked up only to test an agent filter.
-const MESSAGES: &str = "msg AS (
-     SELECT m.seq, m.tsv, m.session_id, m.sent_at FROM conversation_messages m
-     WHERE m.tenant_id = current_setting('mnemo.tenant')
+/// The condition that a message `m` is the caller's, in the sessions the session and agent
+/// filters ($3 and $4) admit.
+macro_rules! in_filtered_sessions {
+    () => {
+        "m.tenant_id = current_setting('mnemo.tenant')
        AND m.user_id = current_setting('mnemo.user')
        AND ($3::text IS NULL OR m.session_id = $3)
        AND ($4::text IS NULL OR EXISTS (
              SELECT 1 FROM agent_sessions s
              WHERE s.tenant_id = m.tenant_id AND s.user_id = m.user_id
-               AND s.session_id = m.session_id AND s.agent_name = $4))
+               AND s.session_id = m.session_id AND s.agent_name = $4))"
+    };
+}
+
+/// The caller's messages a search may see, as a CTE `msg`; binds $3..$7 (and the retention
+/// cutoff $8). A message's session is looked up only to test an agent filter.
+const MESSAGES: &str = concat!(
+    "msg AS (
+     SELECT m.seq, m.tsv, m.session_id, m.sent_at FROM conversation_messages m
+     WHERE ",
+    in_filtered_sessions!(),
+    "
        AND ($5::timestamptz IS NULL OR m.sent_at >= $5)
        AND ($6::timestamptz IS NULL OR m.sent_at < $6)
        AND ($7::int IS NULL OR m.archived_at >= now() - make_interval(days => $7::int))
- )";
+ )"
+);
 
 /// The caller's messages in the sessions a search may see, as a CTE `msg` (binds $3 and $4,
 /// the session and agent filters), each with its place among its session's user and AI
@@ -120,7 +132,8 @@ const MESSAGES: &str = "msg AS (
 /// agent filters leave them be; the time and retention filters apply to the matches. Only a
 /// match's `tsv` is kept (NULL for the others), so that the sort and the window carry no more
 /// than the neighbours need.
-const PLACED_MESSAGES: &str = "msg AS MATERIALIZED (
+const PLACED_MESSAGES: &str = concat!(
+    "msg AS MATERIALIZED (
      SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at, m.asks, m.ends_asking,
             m.spoken,
             lag(m.seq) OVER w AS previous, lag(m.ends_asking) OVER w AS follows_question,
@@ -132,18 +145,15 @@ const PLACED_MESSAGES: &str = "msg AS MATERIALIZED (
                 m.session_id, m.sent_at, m.archived_at, m.asks, m.ends_asking,
                 m.sender IN ('user', 'ai') AS spoken
          FROM conversation_messages m, q
-         WHERE m.tenant_id = current_setting('mnemo.tenant')
-           AND m.user_id = current_setting('mnemo.user')
-           AND ($3::text IS NULL OR m.session_id = $3)
-           AND ($4::text IS NULL OR EXISTS (
-                 SELECT 1 FROM agent_sessions s
-                 WHERE s.tenant_id = m.tenant_id AND s.user_id = m.user_id
-                   AND s.session_id = m.session_id AND s.agent_name = $4))
+         WHERE ",
+    in_filtered_sessions!(),
+    "
          -- A fence: the texts are tested before the sort, not after it.
          OFFSET 0
      ) m
      WINDOW w AS (PARTITION BY m.session_id, m.spoken ORDER BY m.sent_at, m.seq)
- )";
+ )"
+);
 
 /// Most messages a history may hold for its exact ranking to place its candidates itself
 /// ([`placed_keyword_sql`]). Placing them costs every message of the history a row of a sort
