@@ -13,7 +13,7 @@ use crate::search::fusion::{LIFTS, Stream};
 use crate::search::fusion::{candidates, set_crowding, words_weight};
 use crate::search::query::{
     Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking, idf_ranking,
-    matches_cte, recent_matches, scored_cte,
+    matches_cte, prefixed, recent_matches, scored_cte,
 };
 use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
 use crate::search::streams::{self, SPAN_READ, place};
@@ -354,9 +354,7 @@ async fn keyword_candidates(
                      WHERE s.tenant_id = current_setting('mnemo.tenant')
                        AND s.user_id = current_setting('mnemo.user')
                        AND s.session_id = c.session_id AND s.agent_name = $4))
-               AND ($5::timestamptz IS NULL OR c.sent_at >= $5)
-               AND ($6::timestamptz IS NULL OR c.sent_at < $6)
-               AND ($7::int IS NULL OR c.archived_at >= now() - make_interval(days => $7::int))
+               AND {candidate}
          ), df AS (
              SELECT t.term,
                     coalesce(t.estimate, (SELECT count(*) FROM rare_hits r WHERE r.tsv @@ t.tq))
@@ -367,6 +365,7 @@ async fn keyword_candidates(
         matches = matches_cte(HIT_KEYS),
         scored = scored_cte(HIT_KEYS, "$13::float8"),
         best = best_and_also("$14", "$15"),
+        candidate = admitted("c.sent_at", "c.archived_at"),
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
@@ -456,19 +455,12 @@ pub fn placed_keyword_sql() -> String {
                       AND c.user_id = current_setting('mnemo.user'))
          END",
     );
-    let keys = PLACED_KEYS
-        .split(',')
-        .map(|k| format!("msg.{}", k.trim()))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let keys = prefixed(PLACED_KEYS, "msg");
     // Not a macro: it is assembled from the query CTE and the ranking every search shares.
     format!(
         "WITH {QUERY_CTE}, {PLACED_MESSAGES}, hits AS MATERIALIZED (
              SELECT {keys}, msg.tsv FROM msg
-             WHERE msg.tsv IS NOT NULL
-               AND ($5::timestamptz IS NULL OR msg.sent_at >= $5)
-               AND ($6::timestamptz IS NULL OR msg.sent_at < $6)
-               AND ($7::int IS NULL OR msg.archived_at >= now() - make_interval(days => $7::int))
+             WHERE msg.tsv IS NOT NULL AND {matched}
          ), {ranking}, leaders AS (
              SELECT {PLACED_KEYS}, score FROM scored
              WHERE $10::real > 0
@@ -480,15 +472,11 @@ pub fn placed_keyword_sql() -> String {
                     l.ends_asking AS follows_question, l.next_next AS next,
                     $10::real * l.score AS gain
              FROM leaders l
-             WHERE l.spoken AND l.next IS NOT NULL
-               AND ($5::timestamptz IS NULL OR l.next_at >= $5)
-               AND ($6::timestamptz IS NULL OR l.next_at < $6)
-               AND ($7::int IS NULL
-                    OR l.next_archived_at >= now() - make_interval(days => $7::int))
+             WHERE l.spoken AND l.next IS NOT NULL AND {next}
              UNION ALL
              -- A tool message's, one probe each (`conversation_messages_by_time`).
              SELECT f.seq, false, NULL, NULL, NULL, NULL, $10::real * l.score
-             FROM leaders l {FOLLOWER} WHERE NOT l.spoken AND {ADMITTED}
+             FROM leaders l {FOLLOWER} WHERE NOT l.spoken AND {follower}
          ), ranked AS (
              SELECT seq, (coalesce(s.score, 0) + coalesce(f.gain, 0))::real AS score,
                     coalesce(s.spoken, f.placed) AS placed, coalesce(s.asks, f.asks) AS asks,
@@ -509,7 +497,10 @@ pub fn placed_keyword_sql() -> String {
              UNION
              SELECT * FROM ranked WHERE $9::int8[] IS NOT NULL AND seq = ANY($9)
          ) b
-         ORDER BY b.score DESC, b.seq DESC"
+         ORDER BY b.score DESC, b.seq DESC",
+        matched = admitted("msg.sent_at", "msg.archived_at"),
+        next = admitted("l.next_at", "l.next_archived_at"),
+        follower = admitted("f.sent_at", "f.archived_at"),
     )
 }
 
@@ -524,10 +515,15 @@ const FOLLOWER: &str = "CROSS JOIN LATERAL (
      ORDER BY n.sent_at, n.seq LIMIT 1
  ) f";
 
-/// Whether the time and retention filters ($5 to $7) admit the follower `f`.
-const ADMITTED: &str = "($5::timestamptz IS NULL OR f.sent_at >= $5)
-     AND ($6::timestamptz IS NULL OR f.sent_at < $6)
-     AND ($7::int IS NULL OR f.archived_at >= now() - make_interval(days => $7::int))";
+/// Whether the time and retention filters ($5 to $7) admit a message written at `sent_at` and
+/// archived at `archived_at` (column expressions).
+fn admitted(sent_at: &str, archived_at: &str) -> String {
+    format!(
+        "($5::timestamptz IS NULL OR {sent_at} >= $5)
+         AND ($6::timestamptz IS NULL OR {sent_at} < $6)
+         AND ($7::int IS NULL OR {archived_at} >= now() - make_interval(days => $7::int))"
+    )
+}
 
 /// What a keyword ranking keeps of each match: its key, and where it lies (its session and time),
 /// so that the message after it is found without looking it up again.
@@ -550,7 +546,7 @@ fn best_and_also(also: &str, follow: &str) -> String {
              -- The next message of each leading one (`conversation_messages_by_time`), one
              -- probe each: where the leading one lies came with its match.
              SELECT f.seq, {follow}::real * l.score AS gain
-             FROM leaders l {FOLLOWER} WHERE {ADMITTED}
+             FROM leaders l {FOLLOWER} WHERE {admitted}
          ), ranked AS (
              SELECT seq, (coalesce(s.score, 0) + coalesce(f.gain, 0))::real AS score
              FROM scored s FULL JOIN followers f USING (seq)
@@ -559,7 +555,8 @@ fn best_and_also(also: &str, follow: &str) -> String {
              (SELECT seq, score FROM ranked ORDER BY score DESC, seq DESC LIMIT $8)
              UNION
              SELECT seq, score FROM ranked WHERE {also}::int8[] IS NOT NULL AND seq = ANY({also})
-         ) best ORDER BY score DESC, seq DESC"
+         ) best ORDER BY score DESC, seq DESC",
+        admitted = admitted("f.sent_at", "f.archived_at"),
     )
 }
 
@@ -592,9 +589,7 @@ async fn vector_candidates(
                  SELECT 1 FROM agent_sessions s
                  WHERE s.tenant_id = m.tenant_id AND s.user_id = m.user_id
                    AND s.session_id = m.session_id AND s.agent_name = $4))
-           AND ($5::timestamptz IS NULL OR m.sent_at >= $5)
-           AND ($6::timestamptz IS NULL OR m.sent_at < $6)
-           AND ($7::int IS NULL OR m.archived_at >= now() - make_interval(days => $7::int))
+           AND {nearest}
            AND ($9::int8[] IS NULL OR m.seq = ANY($9))
          ORDER BY {distance}
          LIMIT $8
@@ -612,6 +607,7 @@ async fn vector_candidates(
             &distance
         ),
         alone = alone_vector("message_vectors", "s", &["session_id", "message_id"]),
+        nearest = admitted("m.sent_at", "m.archived_at"),
     );
     // Unnamed, so planned for its parameters every time (see `crate::search::begin_search`).
     let query = sqlx::query_as::<_, Scored>(&sql)
@@ -696,18 +692,15 @@ async fn placed_or_found(
     keyword: &[Scored],
     asks_when: bool,
 ) -> ApiResult<HashMap<i64, Stream<i64>>> {
-    let placed: HashMap<i64, Stream<i64>> = keyword
-        .iter()
-        .filter_map(|k| Some((k.seq, k.stream()?)))
-        .collect();
+    let ranked: HashMap<i64, &Scored> = keyword.iter().map(|k| (k.seq, k)).collect();
     let mut out = HashMap::with_capacity(seqs.len());
     let mut unplaced = Vec::new();
-    for seq in seqs {
-        match placed.get(seq) {
+    for &seq in seqs {
+        match ranked.get(&seq).and_then(|k| k.stream()) {
             Some(stream) => {
-                out.insert(*seq, stream.clone());
+                out.insert(seq, stream);
             }
-            None => unplaced.push(*seq),
+            None => unplaced.push(seq),
         }
     }
     out.extend(neighbours(conn, &unplaced, asks_when).await?);

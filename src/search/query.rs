@@ -218,7 +218,7 @@ pub fn scored_cte(keys: &str, corpus: &str) -> String {
 }
 
 /// `keys` (comma-separated column names) qualified by `alias`.
-fn prefixed(keys: &str, alias: &str) -> String {
+pub fn prefixed(keys: &str, alias: &str) -> String {
     keys.split(',')
         .map(|k| format!("{alias}.{}", k.trim()))
         .collect::<Vec<_>>()

@@ -1402,20 +1402,23 @@ async fn the_follow_lift_probes_once_per_leading_message(pool: PgPool) {
     .unwrap();
     let mut tx = as_alice(&app.pool, "plan_cache_mode", "force_generic_plan").await;
     let params = "text, text, text, text, timestamptz, timestamptz, int, int8, int8[], real";
-    sqlx::query(&format!(
-        "PREPARE keyword({params}) AS {}",
-        mnemo::conversations::search::exact_keyword_sql()
-    ))
-    .execute(&mut *tx)
-    .await
-    .unwrap();
-    sqlx::query(&format!(
-        "PREPARE placed({params}, bool) AS {}",
-        mnemo::conversations::search::placed_keyword_sql()
-    ))
-    .execute(&mut *tx)
-    .await
-    .unwrap();
+    for (name, params, sql) in [
+        (
+            "keyword",
+            params.to_owned(),
+            mnemo::conversations::search::exact_keyword_sql(),
+        ),
+        (
+            "placed",
+            format!("{params}, bool"),
+            mnemo::conversations::search::placed_keyword_sql(),
+        ),
+    ] {
+        sqlx::query(&format!("PREPARE {name}({params}) AS {sql}"))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
     let text = mnemo::search::query::TextQuery::parse("query", "What did we decide?").unwrap();
     let args = format!(
         "'{}', '', NULL, NULL, NULL, NULL, NULL, 100, NULL, {}",
