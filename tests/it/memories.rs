@@ -964,3 +964,67 @@ async fn agent_tool_functions_work_in_a_callers_transaction(pool: PgPool) {
     .await;
     assert_eq!(page["content"], "alpha\nbeta kubernetes\ngamma\n");
 }
+
+/// A memory read by key costs one index entry whoever called first on the connection. The
+/// read's plan is made once per connection, at its first call; made for a user the statistics
+/// do not know yet, it once took that user to hold nothing and read a memory through the
+/// stream index with the key as a filter, so every later caller's read went through all of
+/// their memories.
+#[sqlx::test]
+async fn a_key_read_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let token = app.token("acme", "alice");
+    let stored = store(
+        &app,
+        &token,
+        json!({"content": "the one we read\n", "description": "target"}),
+    )
+    .await;
+    let key = stored["memory_key"].as_str().unwrap().to_owned();
+    // Alice has 400 more, as the statistics know after ANALYZE; nobody else has any.
+    sqlx::query(
+        "INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
+                                     size_bytes, line_count, token_count, content_sha256,
+                                     chunk_count)
+         SELECT 'acme', 'alice', gen_random_uuid(), 'bulk-' || i, 'text', 'bulk ' || i, 10, 1,
+                2, md5(i::text), 1
+         FROM generate_series(1, 400) i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE agent_memories")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    // The first call on this connection, by a user unknown to the statistics, makes the plan.
+    let none: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM mnemo_read_memory($1, false, 0, 8192, false, 32768, 'acme', 'newcomer')",
+    )
+    .bind(&key)
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(none, 0, "another user's key reads nothing");
+    // Then Alice's read, with the rows this transaction fetched through indexes of the table.
+    let (pages, fetched): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM mnemo_read_memory($1, false, 0, 8192, false, 32768,
+                                                       'acme', 'alice')),
+                (SELECT idx_tup_fetch FROM pg_stat_xact_user_tables
+                 WHERE relname = 'agent_memories')",
+    )
+    .bind(&key)
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(pages, 1, "the memory with its one chunk");
+    assert!(
+        fetched <= 2,
+        "the read fetched {fetched} memory rows to find one by its key"
+    );
+    drop(conn);
+    // And over HTTP, the same page.
+    let page = expect(app.get(&format!("/api/memories/{key}"), &token), 200).await;
+    assert_eq!(page["content"], "the one we read\n");
+}
