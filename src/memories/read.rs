@@ -231,11 +231,16 @@ pub async fn grep_memory(conn: &mut Scoped, key: &str, query: &GrepQuery) -> Api
             "`max_matches` must be 1 to 1000",
         ));
     }
+    // The scope is compared through sub-selects, values the planner cannot see: the plan a
+    // connection keeps for this statement is then the key index's whoever made it. Compared with
+    // `current_setting` directly, a plan made for a user the statistics do not know takes that
+    // user to hold nothing and may read by the stream index with the key as a filter, for every
+    // later caller. The `PUT` and the delete of a memory find it the same way.
     let head = sqlx::query_as!(
         Head,
         "SELECT id, summary, is_active, line_count FROM agent_memories
-         WHERE tenant_id = current_setting('mnemo.tenant')
-           AND user_id = current_setting('mnemo.user') AND memory_key = $1",
+         WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+           AND user_id = (SELECT current_setting('mnemo.user')) AND memory_key = $1",
         key
     )
     .fetch_optional(&mut *conn)

@@ -1028,3 +1028,71 @@ async fn a_key_read_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
     let page = expect(app.get(&format!("/api/memories/{key}"), &token), 200).await;
     assert_eq!(page["content"], "the one we read\n");
 }
+
+/// The statements that find a memory by its key for a grep, a `PUT` and a delete compare with
+/// the caller's tenant and user as values the planner cannot see, so the plan a connection keeps
+/// for them after its first calls is the key index's whoever made those calls. Costed for a
+/// user the statistics do not know, it once went through the stream index with the key as a
+/// filter, and every later caller's grep read all of their memories.
+#[sqlx::test]
+async fn a_grep_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
+    // One connection, so the plans the newcomer's calls leave are the ones Alice's call uses.
+    let one = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let app = TestApp::new(one.clone()).await;
+    let token = app.token("acme", "alice");
+    let stored = store(
+        &app,
+        &token,
+        json!({"content": "needle in here\n", "description": "target"}),
+    )
+    .await;
+    let key = stored["memory_key"].as_str().unwrap().to_owned();
+    sqlx::query(
+        "INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
+                                     size_bytes, line_count, token_count, content_sha256,
+                                     chunk_count)
+         SELECT 'acme', 'alice', gen_random_uuid(), 'bulk-' || i, 'text', 'bulk ' || i, 10, 1,
+                2, md5(i::text), 1
+         FROM generate_series(1, 400) i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE agent_memories")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let grep = format!("/api/memories/{key}/grep?pattern=needle");
+    // More calls than the five custom plans a prepared statement gets before its generic plan.
+    let newcomer = app.token("acme", "newcomer");
+    for _ in 0..8 {
+        expect_problem(app.get(&grep, &newcomer), 404).await;
+    }
+    // The rows read through the table's indexes, as the statistics hold them once the one
+    // connection has flushed its own.
+    let fetched = || async {
+        sqlx::query("SELECT pg_stat_force_next_flush()")
+            .execute(&one)
+            .await
+            .unwrap();
+        sqlx::query_scalar::<_, i64>(
+            "SELECT idx_tup_fetch FROM pg_stat_user_tables WHERE relname = 'agent_memories'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let before = fetched().await;
+    let found = expect(app.get(&grep, &token), 200).await;
+    assert_eq!(found["matches"][0]["line"], "needle in here", "{found}");
+    let after = fetched().await;
+    assert!(
+        after - before <= 2,
+        "the grep fetched {} memory rows to find one by its key",
+        after - before
+    );
+}

@@ -117,8 +117,8 @@ pub async fn delete_memory(conn: &mut Scoped, key: &str, hard: bool) -> ApiResul
     let done = if hard {
         sqlx::query!(
             "DELETE FROM agent_memories
-             WHERE tenant_id = current_setting('mnemo.tenant')
-               AND user_id = current_setting('mnemo.user') AND memory_key = $1",
+             WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+               AND user_id = (SELECT current_setting('mnemo.user')) AND memory_key = $1",
             key
         )
         .execute(&mut *conn)
@@ -126,8 +126,8 @@ pub async fn delete_memory(conn: &mut Scoped, key: &str, hard: bool) -> ApiResul
     } else {
         sqlx::query!(
             "UPDATE agent_memories SET is_active = false, updated_at = now()
-             WHERE tenant_id = current_setting('mnemo.tenant')
-               AND user_id = current_setting('mnemo.user') AND memory_key = $1",
+             WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+               AND user_id = (SELECT current_setting('mnemo.user')) AND memory_key = $1",
             key
         )
         .execute(&mut *conn)

@@ -216,8 +216,8 @@ pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<Sto
             "SELECT id, summary, memory_type, agent_id, thread_id, content_metadata,
                     content_sha256, size_bytes, version, is_active
              FROM agent_memories
-             WHERE tenant_id = current_setting('mnemo.tenant')
-               AND user_id = current_setting('mnemo.user') AND memory_key = $1
+             WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+               AND user_id = (SELECT current_setting('mnemo.user')) AND memory_key = $1
              FOR UPDATE",
             key
         )
