@@ -965,6 +965,25 @@ async fn agent_tool_functions_work_in_a_callers_transaction(pool: PgPool) {
     assert_eq!(page["content"], "alpha\nbeta kubernetes\ngamma\n");
 }
 
+/// Gives Alice 400 more memories and makes the statistics know them; nobody else has any.
+async fn four_hundred_more_for_alice(pool: &PgPool) {
+    sqlx::query(
+        "INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
+                                     size_bytes, line_count, token_count, content_sha256,
+                                     chunk_count)
+         SELECT 'acme', 'alice', gen_random_uuid(), 'bulk-' || i, 'text', 'bulk ' || i, 10, 1,
+                2, md5(i::text), 1
+         FROM generate_series(1, 400) i",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE agent_memories")
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
 /// A memory read by key costs one index entry whoever called first on the connection. The
 /// read's plan is made once per connection, at its first call; made for a user the statistics
 /// do not know yet, it once took that user to hold nothing and read a memory through the
@@ -981,22 +1000,7 @@ async fn a_key_read_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
     )
     .await;
     let key = stored["memory_key"].as_str().unwrap().to_owned();
-    // Alice has 400 more, as the statistics know after ANALYZE; nobody else has any.
-    sqlx::query(
-        "INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
-                                     size_bytes, line_count, token_count, content_sha256,
-                                     chunk_count)
-         SELECT 'acme', 'alice', gen_random_uuid(), 'bulk-' || i, 'text', 'bulk ' || i, 10, 1,
-                2, md5(i::text), 1
-         FROM generate_series(1, 400) i",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::query("ANALYZE agent_memories")
-        .execute(&pool)
-        .await
-        .unwrap();
+    four_hundred_more_for_alice(&pool).await;
     let mut conn = pool.acquire().await.unwrap();
     // The first call on this connection, by a user unknown to the statistics, makes the plan.
     let none: i64 = sqlx::query_scalar(
@@ -1051,21 +1055,7 @@ async fn a_grep_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
     )
     .await;
     let key = stored["memory_key"].as_str().unwrap().to_owned();
-    sqlx::query(
-        "INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
-                                     size_bytes, line_count, token_count, content_sha256,
-                                     chunk_count)
-         SELECT 'acme', 'alice', gen_random_uuid(), 'bulk-' || i, 'text', 'bulk ' || i, 10, 1,
-                2, md5(i::text), 1
-         FROM generate_series(1, 400) i",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::query("ANALYZE agent_memories")
-        .execute(&pool)
-        .await
-        .unwrap();
+    four_hundred_more_for_alice(&pool).await;
     let grep = format!("/api/memories/{key}/grep?pattern=needle");
     // More calls than the five custom plans a prepared statement gets before its generic plan.
     let newcomer = app.token("acme", "newcomer");
