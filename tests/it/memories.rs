@@ -1086,3 +1086,52 @@ async fn a_grep_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
         after - before
     );
 }
+
+/// A `PUT` of a memory that is already stored finds its row by id, and that lookup too is
+/// planned the same for every caller: made after a newcomer's calls, it once could leave a plan
+/// that reached the row through an index with the id as a filter, reading all of a later
+/// caller's memories.
+#[sqlx::test]
+async fn a_put_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
+    let one = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let app = TestApp::new(one.clone()).await;
+    let alice = app.token("acme", "alice");
+    let body = json!({"content": "the same text\n", "description": "kept"});
+    expect(app.put("/api/memories/target", &alice).json(&body), 201).await;
+    four_hundred_more_for_alice(&pool).await;
+    // The newcomer stores its own memory, then writes it unchanged more times than the five
+    // custom plans a prepared statement gets before its generic plan.
+    let newcomer = app.token("acme", "newcomer");
+    expect(app.put("/api/memories/target", &newcomer).json(&body), 201).await;
+    for _ in 0..8 {
+        let again = expect(app.put("/api/memories/target", &newcomer).json(&body), 200).await;
+        assert_eq!(again["status"], "unchanged", "{again}");
+    }
+    let fetched = || async {
+        sqlx::query("SELECT pg_stat_force_next_flush()")
+            .execute(&one)
+            .await
+            .unwrap();
+        sqlx::query_scalar::<_, i64>(
+            "SELECT idx_tup_fetch FROM pg_stat_user_tables WHERE relname = 'agent_memories'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let before = fetched().await;
+    let again = expect(app.put("/api/memories/target", &alice).json(&body), 200).await;
+    assert_eq!(again["status"], "unchanged", "{again}");
+    assert_eq!(again["version"], 1, "{again}");
+    let after = fetched().await;
+    // The lookup by key (locking the row) and the read of its version by id.
+    assert!(
+        after - before <= 3,
+        "the put fetched {} memory rows to find one",
+        after - before
+    );
+}

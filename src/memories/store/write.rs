@@ -245,8 +245,8 @@ pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<Sto
                 let written = sqlx::query_as!(
                     Written,
                     "SELECT version, created_at, updated_at FROM agent_memories
-                     WHERE tenant_id = current_setting('mnemo.tenant')
-                       AND user_id = current_setting('mnemo.user') AND id = $1",
+                     WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+                       AND user_id = (SELECT current_setting('mnemo.user')) AND id = $1",
                     old.id
                 )
                 .fetch_one(&mut *conn)
@@ -265,8 +265,8 @@ pub async fn upsert(conn: &mut Scoped, key: &str, p: &Prepared) -> ApiResult<Sto
                  SET summary = $2, memory_type = $3, agent_id = $4, thread_id = $5,
                      content_metadata = $6, is_active = true, version = version + 1,
                      updated_at = now()
-                 WHERE tenant_id = current_setting('mnemo.tenant')
-                   AND user_id = current_setting('mnemo.user') AND id = $1
+                 WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+                   AND user_id = (SELECT current_setting('mnemo.user')) AND id = $1
                  RETURNING version, created_at, updated_at",
                 old.id,
                 p.summary,
@@ -325,8 +325,8 @@ async fn replace(conn: &mut Scoped, id: Uuid, p: &Prepared) -> ApiResult<Written
                  content_sha256 = $10, chunk_count = $11, is_active = true,
                  asks = $18, ends_asking = $19,
                  version = version + 1, updated_at = now()
-             WHERE tenant_id = current_setting('mnemo.tenant')
-               AND user_id = current_setting('mnemo.user') AND id = $1
+             WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+               AND user_id = (SELECT current_setting('mnemo.user')) AND id = $1
              RETURNING tenant_id, user_id, id, version, created_at, updated_at
          ), c AS (
              INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start, byte_len,
