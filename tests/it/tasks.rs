@@ -1571,3 +1571,66 @@ async fn a_long_history_is_digested_from_its_checkpoint(pool: PgPool) {
         "{served}"
     );
 }
+
+/// A task read costs a few index entries whoever called first on the connection. Its
+/// statements find the task by id under row-level security, and each connection plans them once
+/// for every caller after five calls; a plan made for a user the statistics do not know must
+/// still reach the task through its key, not through all of a later caller's tasks.
+#[sqlx::test]
+async fn a_task_read_planned_for_a_new_user_reads_one_task(pool: PgPool) {
+    let one = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let app = TestApp::new(one.clone()).await;
+    let alice = app.token("acme", "alice");
+    let task = register(&app, &alice, json!({"name": "Deploy", "plan": DEPLOY_PLAN})).await;
+    sqlx::query(
+        "INSERT INTO tasks (tenant_id, user_id, id, name)
+         SELECT 'acme', 'alice', gen_random_uuid(), 'bulk ' || i FROM generate_series(1, 400) i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE tasks").execute(&pool).await.unwrap();
+    let newcomer = app.token("acme", "newcomer");
+    let theirs = register(
+        &app,
+        &newcomer,
+        json!({"name": "Theirs", "plan": DEPLOY_PLAN}),
+    )
+    .await;
+    for _ in 0..8 {
+        expect(
+            app.get(&format!("/api/tasks/{}", id_of(&theirs)), &newcomer),
+            200,
+        )
+        .await;
+    }
+    let fetched = || async {
+        sqlx::query("SELECT pg_stat_force_next_flush()")
+            .execute(&one)
+            .await
+            .unwrap();
+        sqlx::query_scalar::<_, i64>(
+            "SELECT idx_tup_fetch FROM pg_stat_user_tables WHERE relname = 'tasks'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let before = fetched().await;
+    let read = expect(
+        app.get(&format!("/api/tasks/{}", id_of(&task)), &alice),
+        200,
+    )
+    .await;
+    assert_eq!(read["name"], "Deploy", "{read}");
+    let after = fetched().await;
+    assert!(
+        after - before <= 2,
+        "the read fetched {} task rows to find one",
+        after - before
+    );
+}
