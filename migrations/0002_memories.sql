@@ -1,4 +1,4 @@
--- Detail memory (issue 3): large tool outputs stored once, referenced by placeholders, read in
+-- Detail memory: large tool outputs stored once, referenced by placeholders, read in
 -- pages, grepped and searched.
 --
 -- The memory row carries the description and the totals; the content itself lives in

@@ -1,4 +1,4 @@
--- Long-term notes (issue 4): one Markdown document per (tenant, user, agent_name), with a version
+-- Long-term notes: one Markdown document per (tenant, user, agent_name), with a version
 -- that every write increments (the ETag of the REST form), and the last N revisions of it.
 --
 -- Writers lock the notes row (SELECT ... FOR UPDATE, inserting a version-0 row first when there is

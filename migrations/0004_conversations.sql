@@ -1,4 +1,4 @@
--- Conversation memory (issue 5): sessions, archived messages, one row per archive batch.
+-- Conversation memory: sessions, archived messages, one row per archive batch.
 
 -- One row per chat session, created the first time a batch for it arrives. `version` grows with
 -- every archive into the session: a replica's short-term window cache is valid only while the

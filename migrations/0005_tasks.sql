@@ -1,4 +1,4 @@
--- Task memory (issue 6): tasks, plan versions and their items, actions and action logs, the
+-- Task memory: tasks, plan versions and their items, actions and action logs, the
 -- append-only execution log, task messages and context snapshots.
 --
 -- Ordering: the execution log, messages and snapshots carry a per-task sequence number taken from a
@@ -50,7 +50,7 @@ CREATE TABLE task_plans (
     user_id text NOT NULL,
     task_id uuid NOT NULL,
     version integer NOT NULL,
-    -- The plan as the client sent it (list of titles or 000's stages).
+    -- The plan as the client sent it (a list of titles, or of stages).
     plan jsonb NOT NULL,
     reason text,
     created_at timestamptz NOT NULL DEFAULT now(),
@@ -128,7 +128,7 @@ CREATE TABLE task_action_logs (
 SELECT mnemo_scope_table('task_action_logs');
 CREATE INDEX task_action_logs_action_idx ON task_action_logs (tenant_id, user_id, action_id, id);
 
--- The execution log in 000's shape; append-only, ordered by seq.
+-- The execution log: append-only, ordered by seq.
 CREATE TABLE task_events (
     tenant_id text NOT NULL,
     user_id text NOT NULL,

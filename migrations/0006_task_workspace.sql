@@ -1,5 +1,5 @@
--- Task workspace (issue 7): structured steps with parts (002), artifacts stored as blobs, the
--- configuration snapshot (team.json), smart-wait jobs (001), full-text search over a task's
+-- Task workspace: structured steps with parts, artifacts stored as blobs, the
+-- configuration snapshot (team.json), smart-wait jobs, full-text search over a task's
 -- history, and the lifecycle columns the sweeper uses.
 
 -- Archived tasks (completed long ago) are hidden from default listings but stay readable.
@@ -50,7 +50,7 @@ CREATE INDEX task_snapshots_search_idx ON task_snapshots
 CREATE INDEX task_events_search_idx ON task_events
     USING gin (mnemo_task_doc(mnemo_task_event_text(step_narrative, tool_name, result_data, error_info)));
 
--- Steps (002's TaskStep): ordered by seq within a task; step_id is unique within a task.
+-- Steps: ordered by seq within a task; step_id is unique within a task.
 CREATE TABLE task_steps (
     tenant_id text NOT NULL,
     user_id text NOT NULL,
@@ -125,7 +125,7 @@ CREATE TABLE task_artifacts (
 SELECT mnemo_scope_table('task_artifacts');
 ALTER TABLE task_artifacts ALTER COLUMN content SET STORAGE EXTERNAL;
 
--- The configuration snapshot a task started with (002's team.json); written once.
+-- The configuration snapshot a task started with (its team.json); written once.
 CREATE TABLE task_configs (
     tenant_id text NOT NULL,
     user_id text NOT NULL,
@@ -138,7 +138,7 @@ CREATE TABLE task_configs (
 );
 SELECT mnemo_scope_table('task_configs');
 
--- Smart-wait jobs linked to a task (001's wait_jobs).
+-- Smart-wait jobs linked to a task.
 CREATE TABLE task_waits (
     tenant_id text NOT NULL,
     user_id text NOT NULL,

@@ -81,6 +81,61 @@ use crate::search::sizes::{self, HistoryStats, TermCounts};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
+/// Migrations whose comments were reworded after a release had applied them, each with the
+/// SHA-384 of the text that release applied. The migrator refuses a database whose recorded
+/// checksum differs from the text it carries; a recorded checksum found here is the earlier text
+/// of the same statements, so [`Db::migrate`] records the current one instead. Any other
+/// difference is still refused.
+pub const REWORDED: &[(i64, &str)] = &[
+    (
+        2,
+        "1f51e2ed8b2f5e10af1c30d03e727c229607d5a75a0616ad31aac68a153835444145bffbb2550208fc1a61d1dc5f14ed",
+    ),
+    (
+        3,
+        "d9155b0674cf662411e3dd95b0966a7780361e29cffd65d7801edf236bf7d88dcf2bd6a4b94c026e47859a0447017877",
+    ),
+    (
+        4,
+        "ae61c193e58d35a91346544278a61377b60fc5b517bdfef7622a4740f037bd7470cb3f78d4d01b7d20c02aa97aee5913",
+    ),
+    (
+        5,
+        "01722dc8116dd4337d21a1c4508a0e6af612c10e6fea02393becc96d960c46872e68c892dbcd9e75f300cf496e56f15b",
+    ),
+    (
+        6,
+        "902920bf4758b66feff30d856a0408342d18fa6ba2a960f3afa108eb8a9d6c3761d272774e778e9a5c6ca0b8ba18307e",
+    ),
+];
+
+/// Records the current checksum of each [`REWORDED`] migration that a database holds with its
+/// earlier one. Nothing happens on a database not migrated yet.
+async fn accept_reworded(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    // Runtime-checked: the migrator's own bookkeeping table is not part of the schema.
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+        .fetch_one(pool)
+        .await?;
+    if !exists {
+        return Ok(());
+    }
+    for &(version, earlier) in REWORDED {
+        let Some(current) = MIGRATOR.iter().find(|m| m.version == version) else {
+            continue;
+        };
+        sqlx::query(
+            "UPDATE _sqlx_migrations SET checksum = $1
+             WHERE version = $2 AND checksum = decode($3, 'hex')",
+        )
+        .bind(current.checksum.as_ref())
+        .bind(version)
+        .bind(earlier)
+        .execute(pool)
+        .await?;
+    }
+    Ok(())
+}
+
 /// Connects a pool with the settings the tenancy model relies on. With `statement_timeout`,
 /// PostgreSQL cancels any statement of the pool's connections that runs longer, so a runaway
 /// query cannot hold a connection (and its share of the pool) for good; schema changes and
@@ -419,8 +474,11 @@ impl Db {
         }))
     }
 
-    /// Applies the migrations this binary carries.
+    /// Applies the migrations this binary carries. A database that an earlier release migrated
+    /// first has the checksums of migrations whose comments were reworded since brought up to
+    /// date (see [`REWORDED`]), so the migrator accepts them.
     pub async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError> {
+        accept_reworded(&self.pool).await?;
         MIGRATOR.run(&self.pool).await
     }
 

@@ -1330,3 +1330,68 @@ async fn slow_requests_time_out_with_408(pool: PgPool) {
         "{body}"
     );
 }
+
+/// A database that an earlier release migrated, while some migrations still carried other
+/// comments, records those migrations' earlier checksums; `migrate` accepts it and records the
+/// current ones. A checksum that is no earlier text of the migration is still refused.
+#[sqlx::test]
+async fn a_database_migrated_before_comments_were_reworded_still_migrates(pool: PgPool) {
+    let recorded = |version: i64| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Vec<u8>>(
+                "SELECT checksum FROM _sqlx_migrations WHERE version = $1",
+            )
+            .bind(version)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let current = |version: i64| {
+        mnemo::db::MIGRATOR
+            .iter()
+            .find(|m| m.version == version)
+            .unwrap()
+            .checksum
+            .to_vec()
+    };
+    assert!(!mnemo::db::REWORDED.is_empty());
+    for &(version, earlier) in mnemo::db::REWORDED {
+        sqlx::query("UPDATE _sqlx_migrations SET checksum = decode($2, 'hex') WHERE version = $1")
+            .bind(version)
+            .bind(earlier)
+            .execute(&pool)
+            .await
+            .unwrap();
+        assert_ne!(
+            recorded(version).await,
+            current(version),
+            "migration {version}"
+        );
+    }
+    let db = mnemo::db::Db::new(pool.clone());
+    db.migrate()
+        .await
+        .expect("an earlier release's database migrates");
+    for &(version, _) in mnemo::db::REWORDED {
+        assert_eq!(
+            recorded(version).await,
+            current(version),
+            "migration {version}"
+        );
+    }
+
+    sqlx::query("UPDATE _sqlx_migrations SET checksum = '\\x00' WHERE version = 5")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let refused = db
+        .migrate()
+        .await
+        .expect_err("a changed migration is refused");
+    assert!(
+        matches!(refused, sqlx::migrate::MigrateError::VersionMismatch(5)),
+        "{refused:?}"
+    );
+}
