@@ -1,4 +1,4 @@
-//! `--explain DIR`: the plans of the hot conversation statements.
+//! `--explain DIR`: the plans of the hot conversation statements and of a key read.
 
 use super::*;
 
@@ -156,6 +156,66 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
             written.push(path.display().to_string());
         }
     }
+    let path = dir.join("memory-read.txt");
+    let plan = memory_read_plan(&db, &principal).await?;
+    std::fs::write(&path, plan.join("\n") + "\n").map_err(|e| e.to_string())?;
+    written.push(path.display().to_string());
     println!("explain user={user} wrote {}", written.join(" "));
     Ok(())
+}
+
+/// The plan of a key read (`GET /api/memories/{key}`, its first 8 KB page): the statement
+/// `mnemo_read_memory` runs for a read by bytes, taken from the function's source in the
+/// database, prepared with the function's parameter types and run with a generic plan (as the
+/// function runs it), as the caller, through a scoped transaction. The key is the loaded
+/// history's middle memory.
+async fn memory_read_plan(
+    db: &mnemo::db::Db,
+    principal: &mnemo::auth::Principal,
+) -> Result<Vec<String>, String> {
+    let mut tx = db.scoped(principal).await.map_err(|e| e.to_string())?;
+    // Runtime: a catalog read, not part of the schema the statement macros are checked against.
+    let source: String =
+        sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'mnemo_read_memory'")
+            .fetch_one(&mut tx)
+            .await
+            .map_err(|e| e.to_string())?;
+    let by_bytes = source
+        .split_once("ELSE")
+        .and_then(|(_, rest)| rest.split_once("RETURN QUERY"))
+        .and_then(|(_, rest)| rest.split_once(';'))
+        .map(|(statement, _)| statement.trim().to_owned())
+        .ok_or("mnemo_read_memory: no read by bytes in its source")?;
+    let key = "detail-50000";
+    let steps = [
+        format!(
+            "PREPARE mnemo_explain_read (text, boolean, bigint, bigint, boolean, bigint, text, \
+             text) AS {by_bytes}"
+        ),
+        "SET LOCAL plan_cache_mode = force_generic_plan".to_owned(),
+    ];
+    for step in &steps {
+        // Runtime: the statement text is the function's own, read above.
+        sqlx::raw_sql(step)
+            .execute(&mut tx)
+            .await
+            .map_err(|e| format!("memory-read: {e}"))?;
+    }
+    let explain = format!(
+        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, BUFFERS OFF, SUMMARY OFF) \
+         EXECUTE mnemo_explain_read('{key}', false, 0, 8192, false, 32768, \
+         current_setting('mnemo.tenant'), current_setting('mnemo.user'))"
+    );
+    let rows = sqlx::raw_sql(&explain)
+        .fetch_all(&mut tx)
+        .await
+        .map_err(|e| format!("memory-read: {e}"))?;
+    let lines: Result<Vec<String>, _> = rows.iter().map(|r| sqlx::Row::try_get(r, 0)).collect();
+    let lines = lines.map_err(|e| format!("memory-read: {e}"))?;
+    sqlx::raw_sql("DEALLOCATE mnemo_explain_read")
+        .execute(&mut tx)
+        .await
+        .map_err(|e| format!("memory-read: {e}"))?;
+    tx.rollback().await.map_err(|e| e.to_string())?;
+    Ok(lines)
 }
