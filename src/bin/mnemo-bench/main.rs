@@ -110,8 +110,9 @@ struct Args {
     /// Measure the local embedder on this many texts instead of running a scenario.
     #[arg(long)]
     embed_throughput: Option<usize>,
-    /// Write the plans of the hot conversation statements into this folder instead of running a
-    /// scenario (as `--user`, default `bench-hist`; database from `DATABASE_URL`).
+    /// Write the plans of the hot conversation statements and of a key read into this folder
+    /// instead of running a scenario (as `--user`, default `bench-hist`; database from
+    /// `DATABASE_URL`).
     #[arg(long)]
     explain: Option<std::path::PathBuf>,
     /// noisy-neighbour: what the flooding tenant sends, `search` or `write`.
