@@ -211,3 +211,28 @@ pub async fn one_waits_on_a_lock(pool: &PgPool) {
     }
     assert_eq!(waiting().await, 1);
 }
+
+/// A pool of one connection to the test's database: every request of an app on it runs on that
+/// connection, so the plans its statements keep are the ones every later request uses, and
+/// `pg_prepared_statements` read through it lists the app's statements.
+pub async fn one_connection(pool: &PgPool) -> PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap()
+}
+
+/// The rows of `table` read through its indexes so far (`idx_tup_fetch`), as the statistics hold
+/// them once the app's one connection `one` has flushed its own.
+pub async fn rows_fetched_through_indexes(one: &PgPool, pool: &PgPool, table: &str) -> i64 {
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(one)
+        .await
+        .unwrap();
+    sqlx::query_scalar::<_, i64>("SELECT idx_tup_fetch FROM pg_stat_user_tables WHERE relname = $1")
+        .bind(table)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}

@@ -3,7 +3,9 @@
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::common::{TestApp, expect, expect_problem};
+use crate::common::{
+    TestApp, expect, expect_problem, one_connection, rows_fetched_through_indexes,
+};
 
 /// A log of about `target` bytes whose lines carry multi-byte characters, with one error line 40
 /// lines before the end. Returns the log, the error line's number and its text.
@@ -1041,11 +1043,7 @@ async fn a_key_read_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
 #[sqlx::test]
 async fn a_grep_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
     // One connection, so the plans the newcomer's calls leave are the ones Alice's call uses.
-    let one = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(pool.connect_options().as_ref().clone())
-        .await
-        .unwrap();
+    let one = one_connection(&pool).await;
     let app = TestApp::new(one.clone()).await;
     let token = app.token("acme", "alice");
     let stored = store(
@@ -1062,20 +1060,7 @@ async fn a_grep_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
     for _ in 0..8 {
         expect_problem(app.get(&grep, &newcomer), 404).await;
     }
-    // The rows read through the table's indexes, as the statistics hold them once the one
-    // connection has flushed its own.
-    let fetched = || async {
-        sqlx::query("SELECT pg_stat_force_next_flush()")
-            .execute(&one)
-            .await
-            .unwrap();
-        sqlx::query_scalar::<_, i64>(
-            "SELECT idx_tup_fetch FROM pg_stat_user_tables WHERE relname = 'agent_memories'",
-        )
-        .fetch_one(&pool)
-        .await
-        .unwrap()
-    };
+    let fetched = || rows_fetched_through_indexes(&one, &pool, "agent_memories");
     let before = fetched().await;
     let found = expect(app.get(&grep, &token), 200).await;
     assert_eq!(found["matches"][0]["line"], "needle in here", "{found}");
@@ -1093,11 +1078,7 @@ async fn a_grep_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
 /// caller's memories.
 #[sqlx::test]
 async fn a_put_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
-    let one = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(pool.connect_options().as_ref().clone())
-        .await
-        .unwrap();
+    let one = one_connection(&pool).await;
     let app = TestApp::new(one.clone()).await;
     let alice = app.token("acme", "alice");
     let body = json!({"content": "the same text\n", "description": "kept"});
@@ -1111,18 +1092,7 @@ async fn a_put_planned_for_a_new_user_reads_one_memory(pool: PgPool) {
         let again = expect(app.put("/api/memories/target", &newcomer).json(&body), 200).await;
         assert_eq!(again["status"], "unchanged", "{again}");
     }
-    let fetched = || async {
-        sqlx::query("SELECT pg_stat_force_next_flush()")
-            .execute(&one)
-            .await
-            .unwrap();
-        sqlx::query_scalar::<_, i64>(
-            "SELECT idx_tup_fetch FROM pg_stat_user_tables WHERE relname = 'agent_memories'",
-        )
-        .fetch_one(&pool)
-        .await
-        .unwrap()
-    };
+    let fetched = || rows_fetched_through_indexes(&one, &pool, "agent_memories");
     let before = fetched().await;
     let again = expect(app.put("/api/memories/target", &alice).json(&body), 200).await;
     assert_eq!(again["status"], "unchanged", "{again}");

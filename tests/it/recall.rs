@@ -5,7 +5,7 @@ use mnemo::search::indexer::{self, IndexerStats, Pass};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::common::{TestApp, expect, expect_problem, message_ids};
+use crate::common::{TestApp, expect, expect_problem, message_ids, one_connection};
 
 const SEARCH: &str = "/api/memories/search";
 
@@ -2361,16 +2361,6 @@ async fn a_dense_sample_is_read_newest_first_up_to_a_bound(pool: PgPool) {
     let found = search(&app, &alice, &narrowed).await;
     let held = rollbacks(&found, "memory_key", "m-");
     assert_eq!(held.len(), in_sample, "{found}");
-}
-
-/// A pool of one connection to the test's database: every request of an app on it runs on that
-/// connection, so `pg_prepared_statements` read through it lists the app's statements.
-async fn one_connection(pool: &PgPool) -> PgPool {
-    sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(pool.connect_options().as_ref().clone())
-        .await
-        .unwrap()
 }
 
 /// A memory search looks its hits up by key with statements a pooled connection prepares once.

@@ -3,7 +3,9 @@
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::common::{TestApp, expect, expect_problem};
+use crate::common::{
+    TestApp, expect, expect_problem, one_connection, rows_fetched_through_indexes,
+};
 
 const DEPLOY_PLAN: [&str; 4] = [
     "Build Docker image",
@@ -1578,11 +1580,7 @@ async fn a_long_history_is_digested_from_its_checkpoint(pool: PgPool) {
 /// still reach the task through its key, not through all of a later caller's tasks.
 #[sqlx::test]
 async fn a_task_read_planned_for_a_new_user_reads_one_task(pool: PgPool) {
-    let one = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(pool.connect_options().as_ref().clone())
-        .await
-        .unwrap();
+    let one = one_connection(&pool).await;
     let app = TestApp::new(one.clone()).await;
     let alice = app.token("acme", "alice");
     let task = register(&app, &alice, json!({"name": "Deploy", "plan": DEPLOY_PLAN})).await;
@@ -1608,18 +1606,7 @@ async fn a_task_read_planned_for_a_new_user_reads_one_task(pool: PgPool) {
         )
         .await;
     }
-    let fetched = || async {
-        sqlx::query("SELECT pg_stat_force_next_flush()")
-            .execute(&one)
-            .await
-            .unwrap();
-        sqlx::query_scalar::<_, i64>(
-            "SELECT idx_tup_fetch FROM pg_stat_user_tables WHERE relname = 'tasks'",
-        )
-        .fetch_one(&pool)
-        .await
-        .unwrap()
-    };
+    let fetched = || rows_fetched_through_indexes(&one, &pool, "tasks");
     let before = fetched().await;
     let read = expect(
         app.get(&format!("/api/tasks/{}", id_of(&task)), &alice),
