@@ -119,20 +119,26 @@ async fn accept_reworded(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateErro
     if !exists {
         return Ok(());
     }
-    for &(version, earlier) in REWORDED {
-        let Some(current) = MIGRATOR.iter().find(|m| m.version == version) else {
-            continue;
-        };
-        sqlx::query(
-            "UPDATE _sqlx_migrations SET checksum = $1
-             WHERE version = $2 AND checksum = decode($3, 'hex')",
-        )
-        .bind(current.checksum.as_ref())
-        .bind(version)
-        .bind(earlier)
-        .execute(pool)
-        .await?;
+    let mut versions = Vec::new();
+    let mut current = Vec::new();
+    let mut earlier = Vec::new();
+    for &(version, checksum) in REWORDED {
+        if let Some(migration) = MIGRATOR.iter().find(|m| m.version == version) {
+            versions.push(version);
+            current.push(migration.checksum.to_vec());
+            earlier.push(checksum);
+        }
     }
+    sqlx::query(
+        "UPDATE _sqlx_migrations m SET checksum = r.current
+         FROM unnest($1::bigint[], $2::bytea[], $3::text[]) AS r (version, current, earlier)
+         WHERE m.version = r.version AND m.checksum = decode(r.earlier, 'hex')",
+    )
+    .bind(versions)
+    .bind(current)
+    .bind(earlier)
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
