@@ -627,6 +627,102 @@ async fn word_lookups_find_only_the_callers_rows(pool: PgPool) {
     );
 }
 
+/// The word keys and text-search vectors every write computes are the values of their first
+/// definitions (the ones the rows and index entries of an older database were written with),
+/// whatever the caller's search path, so that nothing stored has to be rebuilt.
+#[sqlx::test]
+async fn word_keys_and_text_vectors_keep_their_values(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let token = app.token("t1", "Ann Lee");
+    let texts = [
+        "npm ERR! code ELIFECYCLE in /var/log/app/payments.log",
+        "C:\\Users\\ann\\build output: 3 tests failed, retrying",
+        "Zürich, naïve café — 東京 and emoji 🚀 deployments",
+        "!!! ??? ...",
+        "the the the running runs ran",
+    ];
+    for (i, text) in texts.iter().enumerate() {
+        expect(
+            app.put(&format!("/api/memories/k{i}"), &token)
+                .json(&json!({"content": text, "description": format!("about {text}")})),
+            201,
+        )
+        .await;
+        expect(
+            app.post("/api/chat/session/archive_messages", &token)
+                .json(&json!({
+                    "session_id": "s1",
+                    "messages_batch": [{"id": format!("m{i}"), "sender": "user", "text": text,
+                                        "timestamp": "2026-03-01T10:00:00Z"}]
+                })),
+            200,
+        )
+        .await;
+    }
+    // The first definitions, written out: the slash mapping, the English vector and the keys
+    // seeded by the tenant and user.
+    let first_tsv = |column: &str| {
+        format!("to_tsvector('english'::regconfig, translate({column}, '/\\', '  '))")
+    };
+    let first_keys = |tsv: &str| {
+        format!(
+            "ARRAY(SELECT hashtextextended(l, hashtextextended(tenant_id || E'\\n' || user_id, 0))
+                   FROM unnest(tsvector_to_array({tsv})) AS l)"
+        )
+    };
+    for search_path in ["public", "pg_catalog, pg_temp"] {
+        let mut tx = pool.begin().await.expect("begin");
+        sqlx::query(&format!("SET LOCAL search_path = {search_path}"))
+            .execute(&mut *tx)
+            .await
+            .expect("search path");
+        let sql = format!(
+            "SELECT
+               (SELECT count(*) FILTER (WHERE tsv = {m_tsv}
+                                          AND public.mnemo_word_keys(tenant_id, user_id,
+                                                  tsvector_to_array(tsv)) = {m_keys}
+                                          AND cardinality({m_keys}) = length(tsv))
+                FROM public.conversation_messages),
+               (SELECT count(*) FILTER (WHERE tsv = {c_tsv}
+                                          AND public.mnemo_word_keys(tenant_id, user_id,
+                                                  tsvector_to_array(tsv)) = {c_keys})
+                FROM public.agent_memory_chunks),
+               (SELECT count(*) FILTER (WHERE summary_tsv = {s_tsv}
+                                          AND public.mnemo_word_keys(tenant_id, user_id,
+                                                  tsvector_to_array(summary_tsv)) = {s_keys})
+                FROM public.agent_memories),
+               (SELECT count(*) FILTER (WHERE public.mnemo_memory_query(t)
+                                              = websearch_to_tsquery('english'::regconfig,
+                                                    translate(t, '/\\', '  ')))
+                FROM unnest($1::text[]) AS t),
+               public.mnemo_word_keys('t', 'u', '{{}}') = '{{}}'::int8[]",
+            m_tsv = first_tsv("text"),
+            m_keys = first_keys("tsv"),
+            c_tsv = first_tsv("content"),
+            c_keys = first_keys("tsv"),
+            s_tsv = first_tsv("summary"),
+            s_keys = first_keys("summary_tsv"),
+        );
+        let same: (i64, i64, i64, i64, bool) = sqlx::query_as(&sql)
+            .bind(&texts[..])
+            .fetch_one(&mut *tx)
+            .await
+            .expect("compare");
+        let n = texts.len() as i64;
+        assert_eq!(same, (n, n, n, n, true), "search_path {search_path}");
+        tx.rollback().await.expect("rollback");
+    }
+    // The keys differ by user: the same words of another user are other keys.
+    let differ: bool = sqlx::query_scalar(
+        "SELECT mnemo_word_keys('t1', 'Ann Lee', ARRAY['deploy'])
+                <> mnemo_word_keys('t1', 'Ann Le', ARRAY['deploy'])",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("differ");
+    assert!(differ);
+}
+
 #[sqlx::test]
 async fn problems_for_unknown_routes_methods_and_bodies(pool: PgPool) {
     let app = TestApp::new(pool.clone()).await;
