@@ -326,8 +326,9 @@ async fn keyword_candidates(
                  WHERE m.tenant_id = current_setting('mnemo.tenant')
                    AND m.user_id = current_setting('mnemo.user')
                  ORDER BY m.seq DESC LIMIT $12
-             ) r CROSS JOIN q
-             WHERE numnode(q.pos) > 0 AND r.tsv @@ q.q
+             ) r
+             -- The query as an init plan: tested as each text is read, not joined to each.
+             WHERE r.tsv @@ (SELECT q.q FROM q WHERE numnode(q.pos) > 0)
              ORDER BY r.seq DESC LIMIT $16
          ), also AS MATERIALIZED (
              -- The other side's candidates, scored however old.

@@ -277,15 +277,19 @@ const SAMPLED_TERMS_SQL: &str = "SELECT t.term
 /// holding the tsquery `t.tq`.
 fn term_sample_sql(recent: &str, matching: &str) -> String {
     format!(
-        "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3), counted AS MATERIALIZED (
-             -- Computed once: inlined, each count would run again for the test of its share.
-             SELECT t.term, t.o, quote_literal(t.term)::tsquery AS tq,
-                    (SELECT count(*) FROM recent r
-                     WHERE r.tsv @@ quote_literal(t.term)::tsquery) AS in_sample,
-                    (SELECT count(*) FROM recent) AS sample
+        "WITH {QUERY_CTE}, recent AS MATERIALIZED ({recent} LIMIT $3), listed AS MATERIALIZED (
+             -- Each term's tsquery made once, not once for every text of the sample it is
+             -- tested on (a third of the count's time).
+             SELECT t.term, t.o, quote_literal(t.term)::tsquery AS tq
              FROM q, unnest(q.terms) WITH ORDINALITY AS t(term, o)
              WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0
                AND ($6::text[] IS NULL OR t.term = ANY($6::text[]))
+         ), counted AS MATERIALIZED (
+             -- Computed once: inlined, each count would run again for the test of its share.
+             SELECT t.term, t.o, t.tq,
+                    (SELECT count(*) FROM recent r WHERE r.tsv @@ t.tq) AS in_sample,
+                    (SELECT count(*) FROM recent) AS sample
+             FROM listed t
          )
          SELECT t.term, t.in_sample, t.sample, $5::int8 AS corpus,
                 CASE WHEN t.in_sample::float8 < {COMMON_SHARE} * t.sample THEN

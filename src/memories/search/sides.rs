@@ -262,8 +262,9 @@ pub(super) async fn keyword_candidates(
                  WHERE c.tenant_id = current_setting('mnemo.tenant')
                    AND c.user_id = current_setting('mnemo.user')
                  ORDER BY c.memory_id DESC, c.byte_start DESC LIMIT $15
-             ) r CROSS JOIN q
-             WHERE numnode(q.pos) > 0 AND r.tsv @@ q.q
+             ) r
+             -- The query as an init plan: tested as each text is read, not joined to each.
+             WHERE r.tsv @@ (SELECT q.q FROM q WHERE numnode(q.pos) > 0)
              ORDER BY r.memory_id DESC, r.byte_start DESC LIMIT $18
          ), recent_summaries AS (
              SELECT r.id, r.summary_tsv FROM (
@@ -271,8 +272,9 @@ pub(super) async fn keyword_candidates(
                  WHERE m.tenant_id = current_setting('mnemo.tenant')
                    AND m.user_id = current_setting('mnemo.user')
                  ORDER BY m.created_at DESC LIMIT $15
-             ) r CROSS JOIN q
-             WHERE numnode(q.pos) > 0 AND r.summary_tsv @@ q.q
+             ) r
+             -- The query as an init plan: tested as each text is read, not joined to each.
+             WHERE r.summary_tsv @@ (SELECT q.q FROM q WHERE numnode(q.pos) > 0)
              ORDER BY r.created_at DESC LIMIT $18
          ), also_chunks AS (
              -- The other side's candidates, scored however old.
