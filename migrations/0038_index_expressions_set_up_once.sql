@@ -38,6 +38,9 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- mnemo_memory_search_text(body), written in.
 RETURN to_tsvector('english'::regconfig, translate(body, '/\', '  '));
 
+-- The query's form of the same mapping, written in likewise. Its text body looked up
+-- mnemo_memory_search_text through the caller's search path when inlined, and failed under the
+-- one maintenance runs with (pg_catalog, pg_temp); a standard body is resolved once, here.
 CREATE OR REPLACE FUNCTION mnemo_memory_query(query text) RETURNS tsquery
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN websearch_to_tsquery('english'::regconfig, translate(query, '/\', '  '));

@@ -680,12 +680,12 @@ async fn word_keys_and_text_vectors_keep_their_values(pool: PgPool) {
             "SELECT
                (SELECT count(*) FILTER (WHERE tsv = {m_tsv}
                                           AND public.mnemo_word_keys(tenant_id, user_id,
-                                                  tsvector_to_array(tsv)) = {m_keys}
-                                          AND cardinality({m_keys}) = length(tsv))
+                                                  tsvector_to_array(tsv)) = {keys}
+                                          AND cardinality({keys}) = length(tsv))
                 FROM public.conversation_messages),
                (SELECT count(*) FILTER (WHERE tsv = {c_tsv}
                                           AND public.mnemo_word_keys(tenant_id, user_id,
-                                                  tsvector_to_array(tsv)) = {c_keys})
+                                                  tsvector_to_array(tsv)) = {keys})
                 FROM public.agent_memory_chunks),
                (SELECT count(*) FILTER (WHERE summary_tsv = {s_tsv}
                                           AND public.mnemo_word_keys(tenant_id, user_id,
@@ -697,9 +697,8 @@ async fn word_keys_and_text_vectors_keep_their_values(pool: PgPool) {
                 FROM unnest($1::text[]) AS t),
                public.mnemo_word_keys('t', 'u', '{{}}') = '{{}}'::int8[]",
             m_tsv = first_tsv("text"),
-            m_keys = first_keys("tsv"),
+            keys = first_keys("tsv"),
             c_tsv = first_tsv("content"),
-            c_keys = first_keys("tsv"),
             s_tsv = first_tsv("summary"),
             s_keys = first_keys("summary_tsv"),
         );
