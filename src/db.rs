@@ -77,7 +77,7 @@ use sqlx::postgres::{
 use sqlx::{Describe, Either, Execute, Executor, PgPool, Postgres, Transaction};
 
 use crate::auth::Principal;
-use crate::search::sizes::{self, HistoryStats, TermCounts};
+use crate::search::sizes::{self, HistoryStats, SampleEdge, TermCounts};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -796,6 +796,20 @@ impl Scoped {
     pub fn keep_term_counts(&self, kind: &str, term: &str, counts: TermCounts) {
         if let Some(caller) = &self.caller {
             caller.stats.keep_term(&caller.id, kind, term, counts);
+        }
+    }
+
+    /// The oldest text of this user's keyword sample of `kind` a search read in the last minute
+    /// (see [`crate::search::sizes`]).
+    pub fn sample_edge(&self, kind: &str) -> Option<SampleEdge> {
+        let caller = self.caller.as_ref()?;
+        caller.stats.edge(&caller.id, kind)
+    }
+
+    /// Keeps `edge`, just read, as the oldest text of this user's keyword sample of `kind`.
+    pub fn keep_sample_edge(&self, kind: &str, edge: SampleEdge) {
+        if let Some(caller) = &self.caller {
+            caller.stats.keep_edge(&caller.id, kind, edge);
         }
     }
 

@@ -275,6 +275,13 @@ pub(crate) const MESSAGES_CORPUS: Corpus = Corpus {
     corpus: "SELECT coalesce(sum(s.message_count), 0) FROM agent_sessions s
              WHERE s.tenant_id = current_setting('mnemo.tenant')
                AND s.user_id = current_setting('mnemo.user')",
+    recent_keys: "SELECT NULL::uuid AS id, m.seq AS n FROM conversation_messages m
+                  WHERE m.tenant_id = current_setting('mnemo.tenant')
+                    AND m.user_id = current_setting('mnemo.user')
+                  ORDER BY m.seq DESC",
+    matching_keys: "SELECT seq FROM mnemo_message_matches(ARRAY[t.term], $4)",
+    // No id: a message's sequence number orders it alone.
+    in_sample: "m.seq >= $6::int8",
 };
 
 /// Keyword candidates, best first, by [`idf_ranking`]'s score: the idf sum of the query terms a

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use crate::db::Scoped;
 use crate::error::{ApiError, ApiResult};
-use crate::search::sizes::TermCounts;
+use crate::search::sizes::{SampleEdge, TermCounts};
 
 /// Longest query, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;
@@ -309,6 +309,15 @@ pub struct Corpus {
     pub recent: &'static str,
     pub matching: &'static str,
     pub corpus: &'static str,
+    /// `recent` selecting its texts' keys instead of `tsv`, as a [`SampleEdge`] (`id`, `n`),
+    /// through the same index and in the same order (without a limit).
+    pub recent_keys: &'static str,
+    /// The caller's texts holding the term `t.term`, as `m`, at most `$4` of them (through the
+    /// full-text index, as `matching`).
+    pub matching_keys: &'static str,
+    /// Whether the text `m` of `matching_keys` is at or past the sample's oldest text, the
+    /// [`SampleEdge`] bound as `$5` (`id`) and `$6` (`n`): whether it is in the sample.
+    pub in_sample: &'static str,
 }
 
 /// How a keyword search ranks.
@@ -368,9 +377,8 @@ async fn count_texts(conn: &mut Scoped, corpus: &str) -> Result<i64, sqlx::Error
 
 /// The counts of the terms of `text` over the caller's `texts` of `corpus`, in the query's
 /// order: those a search of the last minute made are kept (see [`crate::search::sizes`]), the
-/// others counted by [`term_sample_sql`]'s statement. With none kept for the caller and kind,
-/// that statement counts every term at once; otherwise the terms are listed first, and only the
-/// ones not kept are counted.
+/// others counted by [`count_terms`]. With none kept for the caller and kind, every term is
+/// counted at once; otherwise the terms are listed first, and only the ones not kept are counted.
 async fn sample_terms(
     conn: &mut Scoped,
     corpus: &Corpus,
@@ -417,9 +425,157 @@ async fn sample_terms(
         .collect())
 }
 
-/// Counts `only` the given terms of `text` (all of them when `None`) with [`term_sample_sql`]'s
-/// statement, and keeps their counts.
-async fn count_terms(
+/// Most matches of a term read to count it from its matches alone: a term with fewer, which is
+/// most of a question's words in a long history (a name, a number, a rare word), is counted
+/// without reading the sample.
+pub const PROBE_CAP: i64 = 500;
+
+/// A query term as [`probe_sql`]'s statement finds it: `matches` of the caller's texts hold it
+/// (up to [`PROBE_CAP`]), `newer` of them are in the sample.
+#[derive(Debug, sqlx::FromRow)]
+struct Probed {
+    term: String,
+    matches: i64,
+    newer: i64,
+}
+
+impl Probed {
+    /// The term's counts, when its matches tell them: all of them were read (fewer than
+    /// [`PROBE_CAP`]). They are then what [`term_sample_sql`]'s statement counts: the matches in
+    /// the sample are the sample's texts holding the term, and the matches in all, fewer than
+    /// [`RARE_CAP`], are its capped count.
+    fn counts(&self) -> Option<TermCounts> {
+        (self.matches < PROBE_CAP).then(|| counts_of_matches(self.matches, self.newer))
+    }
+}
+
+/// The counts of a term with `matches` texts in all (fewer than [`RARE_CAP`]), `newer` of them
+/// in the sample: as [`term_sample_sql`]'s statement gives them, the capped count only for a
+/// term not common in the sample.
+fn counts_of_matches(matches: i64, newer: i64) -> TermCounts {
+    TermCounts {
+        in_sample: newer,
+        sample: KEYWORD_SAMPLE,
+        capped: ((newer as f64) < COMMON_SHARE * KEYWORD_SAMPLE as f64).then_some(matches),
+    }
+}
+
+/// The statement reading each of the query's terms (`$1`, `$2` as in [`QUERY_CTE`]; only those
+/// of `$3`, all of them when it is null) from its matches, at most `$4` of each, and telling how
+/// many of them are in the sample (`corpus.in_sample`, with the sample's oldest text bound as
+/// `$5` and `$6`). In the query's order.
+fn probe_sql(corpus: &Corpus) -> String {
+    format!(
+        "WITH {QUERY_CTE}, listed AS MATERIALIZED (
+             SELECT t.term, t.o
+             FROM q, unnest(q.terms) WITH ORDINALITY AS t(term, o)
+             WHERE numnode(q.pos) > 0 AND position(E'\\\\' in t.term) = 0
+               AND ($3::text[] IS NULL OR t.term = ANY($3::text[]))
+         )
+         SELECT t.term, f.matches, f.newer
+         FROM listed t, LATERAL (
+             SELECT count(*) AS matches, count(*) FILTER (WHERE {in_sample}) AS newer
+             FROM ({matching_keys}) m
+         ) f
+         ORDER BY t.o",
+        in_sample = corpus.in_sample,
+        matching_keys = corpus.matching_keys,
+    )
+}
+
+/// The oldest of the caller's newest [`KEYWORD_SAMPLE`] texts of `corpus`, as a search of the
+/// last minute read it (see [`crate::search::sizes`]) or read now; `None` when the caller has
+/// fewer.
+async fn sample_edge(
+    conn: &mut Scoped,
+    corpus: &Corpus,
+) -> Result<Option<SampleEdge>, sqlx::Error> {
+    if let Some(edge) = conn.sample_edge(corpus.kind) {
+        return Ok(Some(edge));
+    }
+    // Runtime: the corpus's own statement, with the offset bound.
+    let edge = sqlx::query_as::<_, SampleEdge>(&format!(
+        "SELECT e.id, e.n FROM ({} OFFSET $1 - 1 LIMIT 1) e",
+        corpus.recent_keys
+    ))
+    .bind(KEYWORD_SAMPLE)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(edge) = edge {
+        conn.keep_sample_edge(corpus.kind, edge);
+    }
+    Ok(edge)
+}
+
+/// Counts `only` the given terms of `text` (all of them when `None`) and keeps their counts, in
+/// the query's order.
+///
+/// Each term's matches are read first, up to [`PROBE_CAP`] (through the full-text index), and
+/// placed against the sample's oldest text ([`sample_edge`], kept for a minute): for a term with
+/// fewer, they give its counts ([`Probed::counts`]). Only the others, the common words, are
+/// counted in the sample by [`count_terms_in_sample`], which reads the newest
+/// [`KEYWORD_SAMPLE`] texts (2 to 4 ms for 5,000 memory chunks) and tests every term on each;
+/// kept for a minute, a common word is rarely counted again, while a question's rare words (a
+/// name, a number) are new on most turns. With fewer texts than the sample, every term is counted
+/// in it.
+pub async fn count_terms(
+    conn: &mut Scoped,
+    corpus: &Corpus,
+    text: &TextQuery,
+    texts: i64,
+    only: Option<&[&str]>,
+) -> Result<Vec<TermSample>, sqlx::Error> {
+    let Some(edge) = sample_edge(conn, corpus).await? else {
+        // Fewer texts than the sample: it holds them all, and says so.
+        let rows = count_terms_in_sample(conn, corpus, text, texts, only).await?;
+        for row in &rows {
+            conn.keep_term_counts(corpus.kind, &row.term, row.counts);
+        }
+        return Ok(rows);
+    };
+    // Runtime: composed from the corpus's statements; the text is bound.
+    let probed = sqlx::query_as::<_, Probed>(&probe_sql(corpus))
+        .bind(&text.any)
+        .bind(&text.none)
+        .bind(only)
+        .bind(PROBE_CAP)
+        .bind(edge.id)
+        .bind(edge.n)
+        .fetch_all(&mut *conn)
+        .await?;
+    let common: Vec<&str> = probed
+        .iter()
+        .filter(|p| p.counts().is_none())
+        .map(|p| p.term.as_str())
+        .collect();
+    let mut sampled: HashMap<String, TermSample> = HashMap::new();
+    if !common.is_empty() {
+        for row in count_terms_in_sample(conn, corpus, text, texts, Some(&common)).await? {
+            sampled.insert(row.term.clone(), row);
+        }
+    }
+    let mut rows = Vec::with_capacity(probed.len());
+    for p in &probed {
+        let row = match p.counts() {
+            Some(counts) => TermSample {
+                term: p.term.clone(),
+                corpus: texts,
+                counts,
+            },
+            None => match sampled.remove(&p.term) {
+                Some(row) => row,
+                None => continue,
+            },
+        };
+        conn.keep_term_counts(corpus.kind, &row.term, row.counts);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Counts `only` the given terms of `text` (all of them when `None`) in the sample, with
+/// [`term_sample_sql`]'s statement.
+pub async fn count_terms_in_sample(
     conn: &mut Scoped,
     corpus: &Corpus,
     text: &TextQuery,
@@ -427,7 +583,7 @@ async fn count_terms(
     only: Option<&[&str]>,
 ) -> Result<Vec<TermSample>, sqlx::Error> {
     let sql = term_sample_sql(corpus.recent, corpus.matching);
-    let rows = sqlx::query_as::<_, TermSample>(&sql)
+    sqlx::query_as::<_, TermSample>(&sql)
         .bind(&text.any)
         .bind(&text.none)
         .bind(KEYWORD_SAMPLE)
@@ -435,11 +591,7 @@ async fn count_terms(
         .bind(texts)
         .bind(only)
         .fetch_all(&mut *conn)
-        .await?;
-    for row in &rows {
-        conn.keep_term_counts(corpus.kind, &row.term, row.counts);
-    }
-    Ok(rows)
+        .await
 }
 
 /// The terms of a search over a history longer than the sample, for the bounded ranking.
@@ -635,5 +787,183 @@ mod tests {
         let long = "x".repeat(MAX_QUERY_CHARS + 1);
         assert!(TextQuery::parse("query", &long).is_err());
         assert!(TextQuery::parse("query", &"x".repeat(MAX_QUERY_CHARS)).is_ok());
+    }
+}
+
+/// Term counts from the matches against counts from the sample, over real histories.
+#[cfg(test)]
+mod counted {
+    use sqlx::PgPool;
+
+    use super::*;
+    use crate::auth::Principal;
+    use crate::db::Db;
+
+    /// What each text of a history of `KEYWORD_SAMPLE + OLD` texts holds besides its filler, by
+    /// its position `i` (0 the oldest; the newest `KEYWORD_SAMPLE` are `i >= OLD`): one word for
+    /// each way a term can stand against the sample and [`PROBE_CAP`].
+    const OLD: i64 = 1000;
+    const WORDS: &str = "concat_ws(' ', 'filler text', i,
+        CASE WHEN i = 0 THEN 'zanzibar' END,             -- one old match
+        CASE WHEN i % 100 = 0 THEN 'walrus' END,         -- 60: exactly 50 in the sample, common
+        CASE WHEN i % 102 = 0 THEN 'otter' END,          -- 59: 49 in the sample, rare
+        CASE WHEN i < 1000 AND i % 3 = 0 THEN 'heron' END, -- 334, none in the sample
+        CASE WHEN i < 1000 OR i % 500 = 0 THEN 'badger' END, -- 1,010: past the probe, rare
+        CASE WHEN i >= 5501 THEN 'seal' END,             -- 499 newest: under the probe, common
+        CASE WHEN i >= 5400 THEN 'puffin' END,           -- 600 newest: past the probe, common
+        CASE WHEN i < 5400 THEN 'lynx' END,              -- 5,400 old: past every cap
+        'nightly')";
+    const QUESTION: &str = "zanzibar walrus otter heron badger seal puffin lynx nightly quokka \
+                            vanished 4242";
+
+    async fn scoped(pool: &PgPool, user: &str) -> Scoped {
+        let principal = Principal {
+            tenant_id: "acme".into(),
+            user_id: user.into(),
+            scopes: vec![],
+        };
+        Db::new(pool.clone()).scoped(&principal).await.unwrap()
+    }
+
+    /// Alice's history of messages and memory chunks, `KEYWORD_SAMPLE + OLD` of each (`WORDS`),
+    /// and Bob's, as long, holding every word in every text.
+    async fn histories(pool: &PgPool) {
+        for (user, words) in [
+            ("alice", WORDS),
+            (
+                "bob",
+                "'zanzibar walrus otter heron badger seal quokka vanished 4242 ' || i",
+            ),
+        ] {
+            // Test-only: the texts are SQL expressions written by the test itself.
+            for statement in [
+                "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name,
+                                             version, message_count)
+                 SELECT 'acme', $1, 's' || s, 'bot', 1, ($2 + 2) / 3
+                 FROM generate_series(0, 2) s"
+                    .to_owned(),
+                format!(
+                    "INSERT INTO conversation_messages (tenant_id, user_id, session_id,
+                                                        message_id, sender, text, sent_at)
+                     SELECT 'acme', $1, 's' || (i % 3), 'h' || i, 'user', {words},
+                            timestamptz '2026-01-01' + i * interval '1 second'
+                     FROM generate_series(0, $2 - 1) i"
+                ),
+                format!(
+                    "INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type,
+                                                 summary, size_bytes, line_count, token_count,
+                                                 content_sha256, chunk_count, created_at)
+                     SELECT 'acme', $1, ('00000000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid,
+                            'm-' || i, 'text', 'run', octet_length({words}), 1, 6, md5({words}), 1,
+                            timestamptz '2026-01-01' + i * interval '1 second'
+                     FROM generate_series(0, $2 - 1) i"
+                ),
+                format!(
+                    "INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start,
+                                                      byte_len, line_start, line_end, content)
+                     SELECT 'acme', $1, ('00000000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid,
+                            0, octet_length({words}), 1, 1, {words}
+                     FROM generate_series(0, $2 - 1) i"
+                ),
+            ] {
+                sqlx::query(&statement)
+                    .bind(user)
+                    .bind(KEYWORD_SAMPLE + OLD)
+                    .execute(pool)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    fn by_term(rows: &[TermSample]) -> Vec<(String, i64, TermCounts)> {
+        rows.iter()
+            .map(|r| (r.term.clone(), r.corpus, r.counts))
+            .collect()
+    }
+
+    /// Whatever a term's frequency in the sample and in all, the counts read from its matches
+    /// are those the sample statement counts, term for term and in the query's order; another
+    /// user's matches count for nothing.
+    #[sqlx::test]
+    async fn counts_from_the_matches_are_the_samples(pool: PgPool) {
+        histories(&pool).await;
+        let text = TextQuery::parse("query", QUESTION).unwrap();
+        let texts = KEYWORD_SAMPLE + OLD;
+        for corpus in [
+            &crate::conversations::search::MESSAGES_CORPUS,
+            &crate::memories::CHUNKS_CORPUS,
+        ] {
+            let mut conn = scoped(&pool, "alice").await;
+            let probed = count_terms(&mut conn, corpus, &text, texts, None)
+                .await
+                .unwrap();
+            let sampled = count_terms_in_sample(&mut conn, corpus, &text, texts, None)
+                .await
+                .unwrap();
+            assert_eq!(by_term(&probed), by_term(&sampled), "{}", corpus.kind);
+            let counts: HashMap<&str, TermCounts> =
+                probed.iter().map(|r| (r.term.as_str(), r.counts)).collect();
+            let capped = |term: &str| counts[term].capped;
+            let in_sample = |term: &str| counts[term].in_sample;
+            assert_eq!(
+                (capped("zanzibar"), capped("quokka"), capped("4242")),
+                (Some(1), Some(0), Some(1)),
+                "{}",
+                corpus.kind
+            );
+            assert_eq!((in_sample("walrus"), capped("walrus")), (50, None));
+            assert_eq!((in_sample("otter"), capped("otter")), (49, Some(59)));
+            assert_eq!((in_sample("heron"), capped("heron")), (0, Some(334)));
+            assert_eq!((in_sample("badger"), capped("badger")), (10, Some(1010)));
+            assert_eq!((in_sample("seal"), capped("seal")), (499, None));
+            assert_eq!((in_sample("puffin"), capped("puffin")), (600, None));
+            assert_eq!((in_sample("lynx"), capped("lynx")), (4400, None));
+            // Only some terms: those, in the order of the query's lexemes.
+            let only = ["seal", "zanzibar", "otter"];
+            let probed = count_terms(&mut conn, corpus, &text, texts, Some(&only))
+                .await
+                .unwrap();
+            let sampled = count_terms_in_sample(&mut conn, corpus, &text, texts, Some(&only))
+                .await
+                .unwrap();
+            assert_eq!(by_term(&probed), by_term(&sampled), "{}", corpus.kind);
+            let terms: Vec<&str> = probed.iter().map(|r| r.term.as_str()).collect();
+            assert_eq!(terms, ["otter", "seal", "zanzibar"]);
+        }
+    }
+
+    /// A history shorter than the sample has no edge to the sample: every term is counted in the
+    /// sample, which then holds every text, and says so.
+    #[sqlx::test]
+    async fn a_short_history_is_counted_in_the_sample(pool: PgPool) {
+        sqlx::query(
+            "INSERT INTO agent_sessions (tenant_id, user_id, session_id, agent_name)
+             VALUES ('acme', 'alice', 's', 'bot')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO conversation_messages (tenant_id, user_id, session_id, message_id,
+                                                sender, text, sent_at)
+             SELECT 'acme', 'alice', 's', 'h' || i, 'user', 'zanzibar ' || i, now()
+             FROM generate_series(1, 30) i",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let text = TextQuery::parse("query", "zanzibar quokka").unwrap();
+        let mut conn = scoped(&pool, "alice").await;
+        let corpus = &crate::conversations::search::MESSAGES_CORPUS;
+        let probed = count_terms(&mut conn, corpus, &text, 30, None)
+            .await
+            .unwrap();
+        let sampled = count_terms_in_sample(&mut conn, corpus, &text, 30, None)
+            .await
+            .unwrap();
+        assert_eq!(by_term(&probed), by_term(&sampled));
+        assert_eq!(probed[0].counts.sample, 30);
+        assert_eq!(bounded_terms(&probed), None);
     }
 }

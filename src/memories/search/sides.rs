@@ -201,6 +201,13 @@ pub(crate) const CHUNKS_CORPUS: Corpus = Corpus {
     corpus: "SELECT count(*) FROM agent_memory_chunks c
              WHERE c.tenant_id = current_setting('mnemo.tenant')
                AND c.user_id = current_setting('mnemo.user')",
+    // The primary key's index, backwards.
+    recent_keys: "SELECT c.memory_id AS id, c.byte_start AS n FROM agent_memory_chunks c
+                  WHERE c.tenant_id = current_setting('mnemo.tenant')
+                    AND c.user_id = current_setting('mnemo.user')
+                  ORDER BY c.memory_id DESC, c.byte_start DESC",
+    matching_keys: "SELECT memory_id, byte_start FROM mnemo_chunk_matches(ARRAY[t.term], $4)",
+    in_sample: "(m.memory_id, m.byte_start) >= ($5::uuid, $6::int8)",
 };
 
 /// How the keyword side ranks the caller's memories ([`choose_ranking`] over the chunks), or
