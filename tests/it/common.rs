@@ -236,3 +236,19 @@ pub async fn rows_fetched_through_indexes(one: &PgPool, pool: &PgPool, table: &s
         .await
         .unwrap()
 }
+
+/// The blocks of the indexes of `table` read so far (`idx_blks_hit` + `idx_blks_read`), as the
+/// statistics hold them once the app's one connection `one` has flushed its own.
+pub async fn index_blocks_read(one: &PgPool, pool: &PgPool, table: &str) -> i64 {
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(one)
+        .await
+        .unwrap();
+    sqlx::query_scalar::<_, i64>(
+        "SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_tables WHERE relname = $1",
+    )
+    .bind(table)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}

@@ -103,11 +103,12 @@ async fn neighbours(
          FROM (SELECT DISTINCT ON (id) id, byte_start
                FROM unnest($1::uuid[], $2::int8[]) AS u(id, byte_start)) AS k
          -- One index probe per memory, in every plan (see the conversation search's
-         -- `neighbours`).
+         -- `neighbours`), through the primary key whoever asks (the scope through sub-selects,
+         -- see `scope_unseen`).
          CROSS JOIN LATERAL (
              SELECT * FROM agent_memories m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user') AND m.id = k.id
+             WHERE m.tenant_id = (SELECT current_setting('mnemo.tenant'))
+               AND m.user_id = (SELECT current_setting('mnemo.user')) AND m.id = k.id
              LIMIT 1
          ) m
          LEFT JOIN LATERAL (
@@ -308,11 +309,12 @@ pub async fn search_memory(
          FROM unnest($2::uuid[], $3::int8[], $4::bool[]) WITH ORDINALITY
                   AS u(id, byte_start, highlight, ord)
          CROSS JOIN q
-         -- One index probe per hit, in every plan (see the conversation search's `neighbours`).
+         -- One index probe per hit, in every plan (see the conversation search's `neighbours`),
+         -- through the primary key whoever asks (see `scope_unseen`).
          CROSS JOIN LATERAL (
              SELECT * FROM agent_memories m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user') AND m.id = u.id
+             WHERE m.tenant_id = (SELECT current_setting('mnemo.tenant'))
+               AND m.user_id = (SELECT current_setting('mnemo.user')) AND m.id = u.id
              LIMIT 1
          ) m
          LEFT JOIN LATERAL (

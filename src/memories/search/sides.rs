@@ -49,6 +49,22 @@ fn memories() -> String {
     )
 }
 
+/// The caller's scope on the rows of `alias`, compared through sub-selects, for a lookup by id.
+///
+/// PostgreSQL evaluates a bare `current_setting` to cost a plan. For a user the statistics do not
+/// know yet (one who arrived after the last `ANALYZE`) it then expects a single row, and every
+/// index leading with the tenant and user looks as cheap as the primary key: a lookup by id went
+/// through `agent_memories_stream`, which ends with the id, as a skip scan over all of the user's
+/// memories (24 index blocks for a user of 1,000 memories instead of 3). A sub-select's value is
+/// unknown when the plan is made, so the planner costs a typical user and takes the primary key
+/// whoever searches. Row-level security confines the rows all the same.
+fn scope_unseen(alias: &str) -> String {
+    format!(
+        "{alias}.tenant_id = (SELECT current_setting('mnemo.tenant'))
+         AND {alias}.user_id = (SELECT current_setting('mnemo.user'))"
+    )
+}
+
 /// Whether the memory `id` (an SQL expression) passes the filters: one lookup by key per
 /// candidate, so that a search over a long history never reads all of its memories. (`OFFSET 0`
 /// keeps PostgreSQL from turning the test into a join, which it may plan as a hash of every
@@ -56,9 +72,9 @@ fn memories() -> String {
 fn admitted(id: &str) -> String {
     format!(
         "EXISTS (SELECT 1 FROM agent_memories m
-                 WHERE m.tenant_id = current_setting('mnemo.tenant')
-                   AND m.user_id = current_setting('mnemo.user') AND m.id = {id}
-                   AND {FILTERS} OFFSET 0)"
+                 WHERE {scope} AND m.id = {id}
+                   AND {FILTERS} OFFSET 0)",
+        scope = scope_unseen("m"),
     )
 }
 
@@ -120,8 +136,7 @@ fn best(follow: &str, late: bool) -> String {
              CROSS JOIN LATERAL (
                  SELECT m.tenant_id, m.user_id, m.agent_id, m.thread_id, m.created_at, m.id
                  FROM agent_memories m
-                 WHERE m.tenant_id = current_setting('mnemo.tenant')
-                   AND m.user_id = current_setting('mnemo.user') AND m.id = l.memory_id
+                 WHERE {scope} AND m.id = l.memory_id
                  LIMIT 1
              ) m
              CROSS JOIN LATERAL (
@@ -146,6 +161,7 @@ fn best(follow: &str, late: bool) -> String {
          WHERE place <= $11 OR memory_id = ANY(coalesce($10::uuid[], '{{}}'))
          ORDER BY place",
         admitted = admitted("f.id"),
+        scope = scope_unseen("m"),
     )
 }
 
@@ -291,9 +307,7 @@ pub(super) async fn keyword_candidates(
                AND $10::uuid[] IS NOT NULL AND c.memory_id = ANY($10)
          ), also_summaries AS (
              SELECT m.id, m.summary_tsv FROM agent_memories m
-             WHERE m.tenant_id = current_setting('mnemo.tenant')
-               AND m.user_id = current_setting('mnemo.user')
-               AND $10::uuid[] IS NOT NULL AND m.id = ANY($10)
+             WHERE {also_scope} AND $10::uuid[] IS NOT NULL AND m.id = ANY($10)
          ), matched AS MATERIALIZED (
              -- The recent ones match already; the others are tested here.
              SELECT c.memory_id, c.byte_start, c.tsv
@@ -322,6 +336,7 @@ pub(super) async fn keyword_candidates(
         best = best("$17", true),
         matches = matches_cte("memory_id, byte_start"),
         scored = scored_cte("memory_id, byte_start", "$16::float8"),
+        also_scope = scope_unseen("m"),
     );
     // Runtime-checked: composed from the ranking and filter SQL the searches share (`best`,
     // `FILTERS`, `admitted`); no value is spliced.
