@@ -252,3 +252,39 @@ pub async fn index_blocks_read(one: &PgPool, pool: &PgPool, table: &str) -> i64 
     .await
     .unwrap()
 }
+
+/// `count` one-chunk memories of `user` (tenant acme), `m-0` to `m-<count - 1>`, a second apart
+/// and with ids in that order, holding `content` (an SQL expression of `i`, written by the test
+/// itself) and summarised as "run <i>"; loaded directly, as the superuser.
+pub async fn load_memories(pool: &PgPool, user: &str, count: i64, content: &str) {
+    let mut conn = pool.acquire().await.unwrap();
+    // Test-only: `content` is an SQL expression written by the test itself.
+    sqlx::query(&format!(
+        "CREATE TEMP TABLE loaded AS
+         SELECT i, ('00000000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid AS id,
+                {content} AS content
+         FROM generate_series(0, $1 - 1) i"
+    ))
+    .bind(count)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    for statement in [
+        "INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
+                                     size_bytes, line_count, token_count, content_sha256,
+                                     chunk_count, created_at)
+         SELECT 'acme', $1, id, 'm-' || i, 'text', 'run ' || i, octet_length(content), 1, 6,
+                md5(content), 1, timestamptz '2026-01-01' + i * interval '1 second'
+         FROM loaded",
+        "INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start, byte_len,
+                                          line_start, line_end, content)
+         SELECT 'acme', $1, id, 0, octet_length(content), 1, 1, content FROM loaded",
+        "DROP TABLE loaded",
+    ] {
+        sqlx::query(statement)
+            .bind(user)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+}

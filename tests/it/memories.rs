@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use crate::common::{
-    TestApp, expect, expect_problem, index_blocks_read, one_connection,
+    TestApp, expect, expect_problem, index_blocks_read, load_memories, one_connection,
     rows_fetched_through_indexes,
 };
 
@@ -1087,29 +1087,14 @@ async fn a_search_by_a_user_the_statistics_do_not_know_looks_memories_up_by_id(p
     let app = TestApp::new(one.clone()).await;
     four_hundred_more_for_alice(&pool).await;
     // Carol's 3,000 memories arrive after the statistics were taken; 30 of them hold the word.
-    sqlx::query(
-        "CREATE TEMP TABLE carols AS
-         SELECT i, ('00000000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid AS id,
-                CASE WHEN i % 100 = 0 THEN 'the deploy went to zanzibar ' || i
-                     ELSE 'the deploy went fine ' || i END AS content
-         FROM generate_series(1, 3000) i",
+    load_memories(
+        &pool,
+        "carol",
+        3000,
+        "CASE WHEN i % 100 = 50 THEN 'the deploy went to zanzibar ' || i
+              ELSE 'the deploy went fine ' || i END",
     )
-    .execute(&one)
-    .await
-    .unwrap();
-    for statement in [
-        "INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
-                                     size_bytes, line_count, token_count, content_sha256,
-                                     chunk_count, created_at)
-         SELECT 'acme', 'carol', id, 'm-' || i, 'text', 'run ' || i, octet_length(content), 1, 6,
-                md5(content), 1, timestamptz '2026-01-01' + i * interval '1 second'
-         FROM carols",
-        "INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start, byte_len,
-                                          line_start, line_end, content)
-         SELECT 'acme', 'carol', id, 0, octet_length(content), 1, 1, content FROM carols",
-    ] {
-        sqlx::query(statement).execute(&one).await.unwrap();
-    }
+    .await;
     let carol = app.token("acme", "carol");
     let blocks = || index_blocks_read(&one, &pool, "agent_memories");
     for body in [

@@ -5,7 +5,7 @@ use mnemo::search::indexer::{self, IndexerStats, Pass};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::common::{TestApp, expect, expect_problem, message_ids, one_connection};
+use crate::common::{TestApp, expect, expect_problem, load_memories, message_ids, one_connection};
 
 const SEARCH: &str = "/api/memories/search";
 
@@ -2186,31 +2186,14 @@ async fn search(app: &TestApp, token: &str, body: &Value) -> Value {
 /// `count` one-chunk memories of alice (tenant acme), `m-0` to `m-<count - 1>`, a second apart:
 /// "the nightly deploy went fine <i>", except `m-0`, which went to zanzibar.
 async fn load_deploy_history(pool: &PgPool, count: i64) {
-    let mut conn = pool.acquire().await.unwrap();
-    sqlx::query(
-        "CREATE TEMP TABLE loaded AS
-         SELECT i, ('00000000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid AS id,
-                CASE WHEN i = 0 THEN 'the nightly deploy went to zanzibar'
-                     ELSE 'the nightly deploy went fine ' || i END AS content
-         FROM generate_series(0, $1 - 1) i",
+    load_memories(
+        pool,
+        "alice",
+        count,
+        "CASE WHEN i = 0 THEN 'the nightly deploy went to zanzibar'
+              ELSE 'the nightly deploy went fine ' || i END",
     )
-    .bind(count)
-    .execute(&mut *conn)
-    .await
-    .unwrap();
-    for statement in [
-        "INSERT INTO agent_memories (tenant_id, user_id, id, memory_key, memory_type, summary,
-                                     size_bytes, line_count, token_count, content_sha256,
-                                     chunk_count, created_at)
-         SELECT 'acme', 'alice', id, 'm-' || i, 'text', 'run ' || i, octet_length(content), 1, 6,
-                md5(content), 1, timestamptz '2026-01-01' + i * interval '1 second'
-         FROM loaded",
-        "INSERT INTO agent_memory_chunks (tenant_id, user_id, memory_id, byte_start, byte_len,
-                                          line_start, line_end, content)
-         SELECT 'acme', 'alice', id, 0, octet_length(content), 1, 1, content FROM loaded",
-    ] {
-        sqlx::query(statement).execute(&mut *conn).await.unwrap();
-    }
+    .await;
 }
 
 /// More memory chunks than the keyword sample: a rare word finds its memory however old, ranks
