@@ -7,8 +7,10 @@
 //! counted on every call. A size at or above the sample is therefore kept for [`KEPT`] in this
 //! process, per caller and kind of text: a term weight computed with a size a minute old differs
 //! only by the texts written since, and a history that shrank under the sample meanwhile is still
-//! ranked exactly (the sample then holds every text, and says so). A smaller size is counted on
-//! every search: that is cheap, and the exact ranking wants it exact.
+//! ranked exactly once a search counts a term in the sample (which then holds every text, and
+//! says so); a search whose every term is counted from its matches against a kept [`SampleEdge`]
+//! ranks it as a long history until the minute is out. A smaller size is counted on every search:
+//! that is cheap, and the exact ranking wants it exact.
 //!
 //! Over such a history a search also counts each of its terms in the newest texts, and a term
 //! rare there in all of them (up to a cap): 2 to 40 ms a search, most of it for a word common in
