@@ -543,10 +543,18 @@ pub async fn count_terms(
         .bind(edge.n)
         .fetch_all(&mut *conn)
         .await?;
-    let common: Vec<&str> = probed
+    // Each term with its counts when its matches tell them, computed once.
+    let counted: Vec<(String, Option<TermCounts>)> = probed
+        .into_iter()
+        .map(|p| {
+            let counts = p.counts();
+            (p.term, counts)
+        })
+        .collect();
+    let common: Vec<&str> = counted
         .iter()
-        .filter(|p| p.counts().is_none())
-        .map(|p| p.term.as_str())
+        .filter(|(_, counts)| counts.is_none())
+        .map(|(term, _)| term.as_str())
         .collect();
     let mut sampled: HashMap<String, TermSample> = HashMap::new();
     if !common.is_empty() {
@@ -554,15 +562,15 @@ pub async fn count_terms(
             sampled.insert(row.term.clone(), row);
         }
     }
-    let mut rows = Vec::with_capacity(probed.len());
-    for p in &probed {
-        let row = match p.counts() {
+    let mut rows = Vec::with_capacity(counted.len());
+    for (term, counts) in counted {
+        let row = match counts {
             Some(counts) => TermSample {
-                term: p.term.clone(),
+                term,
                 corpus: texts,
                 counts,
             },
-            None => match sampled.remove(&p.term) {
+            None => match sampled.remove(&term) {
                 Some(row) => row,
                 None => continue,
             },

@@ -226,31 +226,39 @@ pub async fn one_connection(pool: &PgPool) -> PgPool {
 /// The rows of `table` read through its indexes so far (`idx_tup_fetch`), as the statistics hold
 /// them once the app's one connection `one` has flushed its own.
 pub async fn rows_fetched_through_indexes(one: &PgPool, pool: &PgPool, table: &str) -> i64 {
-    sqlx::query("SELECT pg_stat_force_next_flush()")
-        .execute(one)
-        .await
-        .unwrap();
-    sqlx::query_scalar::<_, i64>("SELECT idx_tup_fetch FROM pg_stat_user_tables WHERE relname = $1")
-        .bind(table)
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    flushed_statistic(
+        one,
+        pool,
+        "SELECT idx_tup_fetch FROM pg_stat_user_tables WHERE relname = $1",
+        table,
+    )
+    .await
 }
 
 /// The blocks of the indexes of `table` read so far (`idx_blks_hit` + `idx_blks_read`), as the
 /// statistics hold them once the app's one connection `one` has flushed its own.
 pub async fn index_blocks_read(one: &PgPool, pool: &PgPool, table: &str) -> i64 {
+    flushed_statistic(
+        one,
+        pool,
+        "SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_tables WHERE relname = $1",
+        table,
+    )
+    .await
+}
+
+/// The statistic `statement` reads for `table`, once the app's one connection `one` has flushed
+/// its own.
+async fn flushed_statistic(one: &PgPool, pool: &PgPool, statement: &str, table: &str) -> i64 {
     sqlx::query("SELECT pg_stat_force_next_flush()")
         .execute(one)
         .await
         .unwrap();
-    sqlx::query_scalar::<_, i64>(
-        "SELECT idx_blks_hit + idx_blks_read FROM pg_statio_user_tables WHERE relname = $1",
-    )
-    .bind(table)
-    .fetch_one(pool)
-    .await
-    .unwrap()
+    sqlx::query_scalar::<_, i64>(statement)
+        .bind(table)
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 /// `count` one-chunk memories of `user` (tenant acme), `m-0` to `m-<count - 1>`, a second apart
