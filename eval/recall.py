@@ -262,13 +262,25 @@ def later_documents(conv, convs, count, stamp="iso"):
     """`count` turns stored after `conv`'s own (and its distractors): the other conversations'
     turns, speakers renamed to `conv`'s, cycled as often as needed under fresh keys. A history
     longer than the server's keyword sample, in which the answers are the oldest turns."""
+    return filler_documents(conv, convs, count, stamp, "h", "later")
+
+
+def earlier_documents(conv, convs, count, stamp="iso"):
+    """`count` turns stored before `conv`'s own, made as [`later_documents`]' are: with both, the
+    answers sit inside a long history rather than at one end of it."""
+    return filler_documents(conv, convs, count, stamp, "e", "earlier")
+
+
+def filler_documents(conv, convs, count, stamp, prefix, flag):
+    """`count` of the other conversations' turns renamed to `conv`'s speakers, cycled under keys
+    of `prefix` and the cycle's number, each marked with `flag`."""
     others = distractor_documents(conv, convs, stamp)
     if not others:
         return []
     docs = []
     for i in range(count):
         key, content, meta = others[i % len(others)]
-        docs.append((f"h{i // len(others)}:{key}", content, dict(meta, later=True)))
+        docs.append((f"{prefix}{i // len(others)}:{key}", content, dict(meta, **{flag: True})))
     return docs
 
 
@@ -552,6 +564,10 @@ def main(argv=None):
                     help="long-history mode: each conversation's user then stores N more turns "
                     "(the other conversations', renamed, cycled), so that the answers are old "
                     "and the history exceeds what a keyword search ranks exactly")
+    ap.add_argument("--earlier", type=int, default=0, metavar="N",
+                    help="with or without --history: each conversation's user first stores N "
+                    "turns made the same way, so that the answers sit inside a long history "
+                    "(with --history, at that depth from its newest turn)")
     ap.add_argument("--one-user", action="store_true",
                     help="shared-haystack mode: one user stores every conversation's turns as "
                     "written (speakers keep their names), and every question searches all of "
@@ -586,17 +602,17 @@ def main(argv=None):
         ap.error("--stamp is for stored memories (messages carry their time apart)")
     if args.skip_ingest and not args.run_id:
         ap.error("--skip-ingest needs the --run-id of the run that stored the turns")
-    if args.history < 0:
-        ap.error("--history must be 0 or more")
-    if args.as_messages and (args.distractors or args.history or args.one_user):
-        ap.error("--as-messages takes no --distractors, --history or --one-user")
-    if args.mixed and (args.as_messages or args.history or args.one_user):
-        ap.error("--mixed takes no --as-messages, --history or --one-user")
+    if args.history < 0 or args.earlier < 0:
+        ap.error("--history and --earlier must be 0 or more")
+    if args.as_messages and (args.distractors or args.history or args.earlier or args.one_user):
+        ap.error("--as-messages takes no --distractors, --history, --earlier or --one-user")
+    if args.mixed and (args.as_messages or args.history or args.earlier or args.one_user):
+        ap.error("--mixed takes no --as-messages, --history, --earlier or --one-user")
     if args.named and not args.as_messages:
         ap.error("--named is for --as-messages (stored memories always name their speaker)")
-    if args.one_user and (args.distractors or args.history or args.token):
+    if args.one_user and (args.distractors or args.history or args.earlier or args.token):
         ap.error("--one-user already puts every conversation in one haystack: it takes no "
-                 "--distractors, --history or --token")
+                 "--distractors, --history, --earlier or --token")
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
@@ -625,7 +641,8 @@ def main(argv=None):
         }
     else:
         docs_by_conv = {
-            c["id"]: documents(c, args.stamp)
+            c["id"]: earlier_documents(c, convs, args.earlier, args.stamp)
+            + documents(c, args.stamp)
             + (distractor_documents(c, convs, args.stamp) if args.distractors else [])
             + later_documents(c, convs, args.history, args.stamp)
             for c in convs
@@ -728,6 +745,7 @@ def main(argv=None):
           + (" (as chat messages" + (", named" if args.named else "") + ")"
              if args.as_messages else "")
           + (" (memories and chat messages, by /api/recall)" if args.mixed else "")
+          + (f" (after {args.earlier} earlier turns each)" if args.earlier else "")
           + (f" (and {args.history} later turns each)" if args.history else "") + ", "
           f"{n_questions} questions" + ("" if args.bm25_only else f", server {args.url}"))
     print_report(results, ks, categories, timing, notes)
