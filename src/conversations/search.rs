@@ -387,7 +387,7 @@ async fn keyword_candidates(
         .bind(bounded.corpus)
         .bind(also)
         .bind(follow)
-        .bind(recent_matches(filters.narrows()))
+        .bind(recent_matches(filters.narrows(), 1))
         .fetch_all(&mut *conn)
         .await?)
 }

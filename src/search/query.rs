@@ -235,17 +235,19 @@ pub const COMMON_SHARE: f64 = 0.01;
 /// Most matches a bounded ranking takes from the sample, newest first: ten times the candidates
 /// a side of a search contributes. The common terms' matches come from the sample only; where
 /// the sample is dense with them (a word in most texts), the newest this many are scored and the
-/// older ones in the sample are not read. A search whose filters narrow the texts (a session, an
-/// agent, a time range) takes every match of the sample instead, since the filters are applied
-/// to the candidates afterwards and could leave few of this many.
+/// older ones in the sample are not read. A search that reads more than one kind of text (a
+/// memory's chunks and its summary) shares the bound between them. A search whose filters
+/// narrow the texts (a session, an agent, a time range) takes every match of the sample instead,
+/// since the filters are applied to the candidates afterwards and could leave few of this many.
 pub const RECENT_MATCHES: i64 = 1000;
 
-/// The most matches a bounded ranking takes from the sample (see [`RECENT_MATCHES`]).
-pub fn recent_matches(narrowed: bool) -> i64 {
+/// The most matches a bounded ranking takes from the sample of each of the `kinds` kinds of
+/// text it reads (see [`RECENT_MATCHES`]).
+pub fn recent_matches(narrowed: bool, kinds: i64) -> i64 {
     if narrowed {
         KEYWORD_SAMPLE
     } else {
-        RECENT_MATCHES
+        RECENT_MATCHES / kinds.max(1)
     }
 }
 

@@ -2266,8 +2266,8 @@ async fn keyword_search_over_many_memories_finds_old_rare_words(pool: PgPool) {
 /// `RECENT_MATCHES` matches of the sample, not all of them: of the messages holding the common
 /// word `rollback` (one in 25), only those among the newest matches are hits. A session filter
 /// narrows the texts, so that search takes every match of the sample and finds the session's
-/// older ones too. The memory search bounds its sample's matches alike, and an agent filter
-/// lifts the bound.
+/// older ones too. The memory search bounds its sample's matches alike, half of the bound from
+/// the chunks and half from the summaries, and an agent filter lifts the bound.
 #[sqlx::test]
 async fn a_dense_sample_is_read_newest_first_up_to_a_bound(pool: PgPool) {
     let app = TestApp::new(pool.clone()).await;
@@ -2337,8 +2337,11 @@ async fn a_dense_sample_is_read_newest_first_up_to_a_bound(pool: PgPool) {
     .unwrap();
     let found = search(&app, &alice, &query).await;
     let held = rollbacks(&found, "memory_key", "m-");
+    let per_kind = mnemo::search::query::recent_matches(false, 2);
+    assert_eq!(per_kind, bound / 2);
+    let newest = (total - per_kind..total).filter(|i| i % 25 == 0).count();
     assert_eq!(held.len(), newest, "{found}");
-    assert!(held.iter().all(|i| *i >= total - bound), "{held:?}");
+    assert!(held.iter().all(|i| *i >= total - per_kind), "{held:?}");
     let mut narrowed = query.clone();
     narrowed["filters"] = json!({"agent_id": "ops"});
     let found = search(&app, &alice, &narrowed).await;

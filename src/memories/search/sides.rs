@@ -249,9 +249,9 @@ pub(super) async fn keyword_ranking(
 /// [`KEYWORD_SAMPLE`] chunks are ranked exactly; otherwise the query's terms are counted in the
 /// chunks of the caller's newest memories, and the candidates are the texts holding a rare term
 /// (exact document frequency) and the matches among the newest chunks and memory summaries
-/// (newest first, at most [`RECENT_MATCHES`](crate::search::query::RECENT_MATCHES) of each
-/// unless filters narrow the search, see [`recent_matches`]); the common terms' frequencies are
-/// estimated from the sample.
+/// (newest first, at most half of [`RECENT_MATCHES`](crate::search::query::RECENT_MATCHES)
+/// of each, so as many texts in all as a message search scores, unless filters narrow the
+/// search, see [`recent_matches`]); the common terms' frequencies are estimated from the sample.
 ///
 /// `ranking` is [`choose_ranking`]'s choice for the chunks, made by the caller (see
 /// [`keyword_ranking`]).
@@ -352,7 +352,7 @@ pub(super) async fn keyword_candidates(
         .bind(KEYWORD_SAMPLE)
         .bind(bounded.corpus)
         .bind(follow)
-        .bind(recent_matches(filters.narrows()))
+        .bind(recent_matches(filters.narrows(), 2))
         .fetch_all(&mut *conn)
         .await?;
     Ok(rows)
