@@ -235,6 +235,20 @@ pub async fn rows_fetched_through_indexes(one: &PgPool, pool: &PgPool, table: &s
     .await
 }
 
+/// The rows of `table` read so far, by sequential scans and through its indexes
+/// (`seq_tup_read` and `idx_tup_fetch`), as the statistics hold them once the app's one
+/// connection `one` has flushed its own.
+pub async fn rows_read(one: &PgPool, pool: &PgPool, table: &str) -> i64 {
+    flushed_statistic(
+        one,
+        pool,
+        "SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables
+         WHERE relname = $1",
+        table,
+    )
+    .await
+}
+
 /// The blocks of the indexes of `table` read so far (`idx_blks_hit` + `idx_blks_read`), as the
 /// statistics hold them once the app's one connection `one` has flushed its own.
 pub async fn index_blocks_read(one: &PgPool, pool: &PgPool, table: &str) -> i64 {

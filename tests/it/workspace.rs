@@ -13,7 +13,7 @@ use mnemo::tasks::workspace::timeouts::timeout_waits_once;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::common::{TestApp, expect, expect_problem};
+use crate::common::{TestApp, expect, expect_problem, one_connection, rows_read};
 
 async fn task(app: &TestApp, token: &str, name: &str) -> String {
     let body = expect(
@@ -1136,6 +1136,54 @@ fn files_of(archive: &[u8]) -> (String, BTreeMap<String, Vec<u8>>) {
         max_members: 10_000,
     };
     unpack(archive, &limits).unwrap()
+}
+
+/// A task's export reads its own action logs, in order, through an index by task: the logs of
+/// the user's other tasks are not read, however many they are.
+#[sqlx::test]
+async fn a_task_export_reads_its_own_logs_only(pool: PgPool) {
+    let one = one_connection(&pool).await;
+    let app = TestApp::new(one.clone()).await;
+    let alice = app.token("t1", "alice");
+    let id = rich_task(&app, &alice).await;
+    let other = task(&app, &alice, "Other").await;
+    let action = expect(
+        app.post(&format!("/api/tasks/{other}/items/1/actions"), &alice)
+            .json(&json!({"action_type": "cli", "summary": "tail -f"})),
+        201,
+    )
+    .await;
+    sqlx::query(
+        "INSERT INTO task_action_logs (tenant_id, user_id, id, task_id, action_id, log_type,
+                                       content)
+         SELECT 't1', 'alice', gen_random_uuid(), $1, $2, 'stdout', 'line ' || i
+         FROM generate_series(1, 5000) i",
+    )
+    .bind(other.parse::<uuid::Uuid>().unwrap())
+    .bind(
+        action["id"]
+            .as_str()
+            .unwrap()
+            .parse::<uuid::Uuid>()
+            .unwrap(),
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let before = rows_read(&one, &pool, "task_action_logs").await;
+    let (_, files) = files_of(&export(&app, &alice, &id).await);
+    let read = rows_read(&one, &pool, "task_action_logs").await - before;
+    assert!(read <= 10, "the export read {read} logs for its one");
+    let everything: String = files
+        .values()
+        .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
+        .collect();
+    assert!(
+        everything.contains("pushed ghcr.io/x:v1.2.3"),
+        "{everything}"
+    );
+    assert!(!everything.contains("line 4999"));
 }
 
 #[sqlx::test]
