@@ -447,10 +447,11 @@ impl Db {
     /// that lock: skip this round (a backfill waits for the lock instead).
     pub async fn system(&self, job: Job) -> Result<Option<System>, sqlx::Error> {
         let mut tx = self.begin(None).await?;
-        if let Some(setup) = job.setup() {
-            // The job's role and settings, one of a closed set of constant statements (`SET ROLE`
-            // names an identifier, which a bind cannot carry).
-            sqlx::query(setup).execute(&mut *tx).await?;
+        if let Some(role) = job.role() {
+            // One of the closed set of the jobs' roles.
+            sqlx::query!("SELECT set_config('role', $1, true) AS role", role)
+                .fetch_one(&mut *tx)
+                .await?;
         }
         match job.lock() {
             None => {}
@@ -471,6 +472,7 @@ impl Db {
             }
         }
         Ok(Some(System {
+            job,
             scoped: Scoped {
                 tx,
                 embeds: self.embeds,
@@ -658,14 +660,14 @@ pub struct PoolUsage {
 /// here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Job {
-    /// Pausing idle tasks and archiving old completed ones: `mnemo_app` with
-    /// `mnemo.sweeper = 'on'`, which a policy honours for reading `tasks` only; each change is
-    /// made acting as the task's own user ([`System::act_as`]).
+    /// Pausing idle tasks and archiving old completed ones: the `mnemo_sweeper` role, which may
+    /// read `tasks` only; each change is made as `mnemo_app` acting as the task's own user
+    /// ([`System::act_as`]).
     TaskLifecycle,
     /// Ending waits whose timeout ran out: as [`Job::TaskLifecycle`], for `task_waits`.
     WaitTimeouts,
-    /// Deleting expired idempotency records: `mnemo_app` with `mnemo.sweeper = 'on'`, which
-    /// the policies honour for expired records only.
+    /// Deleting expired idempotency records: the `mnemo_sweeper` role, whose policies let it
+    /// read and delete expired records only.
     IdempotencyExpiry,
     /// Deleting conversation history past its retention: the `mnemo_retention` role.
     HistoryRetention,
@@ -681,16 +683,14 @@ pub enum Job {
 }
 
 impl Job {
-    fn setup(self) -> Option<&'static str> {
+    /// The role the job's transaction runs as; `None`: the login role itself.
+    fn role(self) -> Option<&'static str> {
         match self {
-            Job::TaskLifecycle | Job::WaitTimeouts | Job::IdempotencyExpiry => Some(
-                "SELECT set_config('role', 'mnemo_app', true), \
-                 set_config('mnemo.sweeper', 'on', true)",
-            ),
-            Job::HistoryRetention => Some("SELECT set_config('role', 'mnemo_retention', true)"),
-            Job::Indexer | Job::Backfill => {
-                Some("SELECT set_config('role', 'mnemo_indexer', true)")
+            Job::TaskLifecycle | Job::WaitTimeouts | Job::IdempotencyExpiry => {
+                Some("mnemo_sweeper")
             }
+            Job::HistoryRetention => Some("mnemo_retention"),
+            Job::Indexer | Job::Backfill => Some("mnemo_indexer"),
             Job::Schema => None,
         }
     }
@@ -855,28 +855,34 @@ impl std::fmt::Debug for Scoped {
 /// policies allow across tenants; [`System::act_as`] confines what follows to one user.
 #[derive(Debug)]
 pub struct System {
+    job: Job,
     scoped: Scoped,
 }
 
 impl System {
-    /// Sets the tenant and user for the statements that follow and hands out the transaction as
-    /// that user's [`Scoped`], so the store functions of requests can run on it.
+    /// Switches to `mnemo_app` with the tenant and user set for the statements that follow and
+    /// hands out the transaction as that user's [`Scoped`], so the store functions of requests
+    /// run on it as they run for the user's own requests.
     pub async fn act_as(&mut self, tenant: &str, user: &str) -> Result<&mut Scoped, sqlx::Error> {
         check_id(tenant)?;
         check_id(user)?;
-        self.set_scope(tenant, user).await?;
+        self.set_scope("mnemo_app", tenant, user).await?;
         Ok(&mut self.scoped)
     }
 
-    /// Clears the tenant and user again, back to what the job's own policies allow.
+    /// Clears the tenant and user again and switches back to the job's role, with what its own
+    /// policies allow.
     pub async fn act_as_nobody(&mut self) -> Result<(), sqlx::Error> {
-        self.set_scope("", "").await
+        self.set_scope(self.job.role().unwrap_or("none"), "", "")
+            .await
     }
 
-    async fn set_scope(&mut self, tenant: &str, user: &str) -> Result<(), sqlx::Error> {
+    async fn set_scope(&mut self, role: &str, tenant: &str, user: &str) -> Result<(), sqlx::Error> {
         sqlx::query!(
-            "SELECT set_config('mnemo.tenant', $1, true) AS tenant,
-                    set_config('mnemo.user', $2, true) AS user",
+            "SELECT set_config('role', $1, true) AS role,
+                    set_config('mnemo.tenant', $2, true) AS tenant,
+                    set_config('mnemo.user', $3, true) AS user",
+            role,
             tenant,
             user
         )

@@ -611,6 +611,7 @@ async fn word_lookups_find_only_the_callers_rows(pool: PgPool) {
                 has_function_privilege('mnemo_indexer', p.oid, 'EXECUTE')
                     OR has_function_privilege('mnemo_eraser', p.oid, 'EXECUTE')
                     OR has_function_privilege('mnemo_retention', p.oid, 'EXECUTE')
+                    OR has_function_privilege('mnemo_sweeper', p.oid, 'EXECUTE')
          FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
          WHERE n.nspname = 'public' AND p.prosecdef ORDER BY 1",
     )

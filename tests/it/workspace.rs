@@ -1138,6 +1138,36 @@ fn files_of(archive: &[u8]) -> (String, BTreeMap<String, Vec<u8>>) {
     unpack(archive, &limits).unwrap()
 }
 
+/// A task is looked up by its key among its user's tasks only: the rows the sweepers may read
+/// across tenants are theirs alone, so a request's lookup is confined by the caller's tenant and
+/// user, which the primary key answers, and reads none of the other users' tasks.
+#[sqlx::test]
+async fn a_task_lookup_reads_none_of_the_other_users_tasks(pool: PgPool) {
+    let one = one_connection(&pool).await;
+    let app = TestApp::new(one.clone()).await;
+    let alice = app.token("t1", "alice");
+    let id = task(&app, &alice, "Mine").await;
+    sqlx::query(
+        "INSERT INTO tasks (tenant_id, user_id, id, name)
+         SELECT 't' || (i % 7), 'user-' || i, gen_random_uuid(), 'task ' || i
+         FROM generate_series(1, 3000) i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let before = rows_read(&one, &pool, "tasks").await;
+    let found = expect(app.get(&format!("/api/tasks/{id}"), &alice), 200).await;
+    assert_eq!(found["name"], "Mine", "{found}");
+    let read = rows_read(&one, &pool, "tasks").await - before;
+    assert!(read <= 10, "the lookup read {read} tasks");
+    // Another user's task is not found, and not by a scan either.
+    let bob = app.token("t1", "bob");
+    let before = rows_read(&one, &pool, "tasks").await;
+    expect_problem(app.get(&format!("/api/tasks/{id}"), &bob), 404).await;
+    let read = rows_read(&one, &pool, "tasks").await - before;
+    assert!(read <= 10, "the lookup read {read} tasks");
+}
+
 /// A task's export reads its own action logs, in order, through an index by task: the logs of
 /// the user's other tasks are not read, however many they are.
 #[sqlx::test]

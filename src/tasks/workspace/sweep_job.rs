@@ -2,10 +2,9 @@
 //! archives completed ones after a while (decision rules in [`super::sweeper`]).
 //!
 //! It works across tenants, so it does not use the request path: its one transaction is
-//! [`Job::TaskLifecycle`]'s, as `mnemo_app` with `mnemo.sweeper = 'on'`, which a policy of
-//! migration 0006 honours for reading `tasks` only; each change is then made acting as that
-//! task's own tenant and user ([`System::act_as`](crate::db::System::act_as)), under the ordinary
-//! isolation policy. The job's advisory lock makes concurrent sweepers (several replicas) skip a
+//! [`Job::TaskLifecycle`]'s, as the role `mnemo_sweeper`, which a policy lets read `tasks` only;
+//! each change is then made as `mnemo_app` acting as that task's own tenant and user
+//! ([`System::act_as`](crate::db::System::act_as)), under the ordinary isolation policy. The job's advisory lock makes concurrent sweepers (several replicas) skip a
 //! round instead of doing it twice.
 
 use std::time::Duration;

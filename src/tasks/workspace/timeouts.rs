@@ -4,8 +4,8 @@
 //! resolution records them ([`store::finish_wait`]).
 //!
 //! Like the lifecycle sweeper it works across tenants on a path of its own: one transaction of
-//! [`Job::WaitTimeouts`], as `mnemo_app` with `mnemo.sweeper = 'on'` (a policy of migration 0011
-//! honours it for reading `task_waits`), each wait ended acting as its own tenant and user, and
+//! [`Job::WaitTimeouts`], as the role `mnemo_sweeper` (a policy lets it read `task_waits`), each
+//! wait ended as `mnemo_app` acting as its own tenant and user, and
 //! the job's advisory lock so that concurrent replicas skip a round instead of doing it twice. The wait is
 //! re-read under its task's row lock, so a client's resolution racing the job ends it once.
 //!
