@@ -512,6 +512,30 @@ async fn every_table_forces_row_level_security(pool: PgPool) {
     );
 }
 
+/// The isolation policy is the only one that applies to every role; each other policy belongs to
+/// the role of the work it serves. PostgreSQL combines the permissive policies that apply to a
+/// role with OR, so one more for every role would turn each request's scope into a condition no
+/// index can search (a lookup by key then reads every tenant's rows).
+#[sqlx::test]
+async fn only_the_isolation_policy_applies_to_every_role(pool: PgPool) {
+    let for_everyone: Vec<(String, String)> = sqlx::query_as(
+        "SELECT p.polrelid::regclass::text, p.polname::text FROM pg_policy p
+         WHERE p.polroles = '{0}' AND p.polname <> 'tenant_user_isolation' ORDER BY 1, 2",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("catalog");
+    assert_eq!(for_everyone, Vec::<(String, String)>::new());
+    let isolation_is_everyones: bool = sqlx::query_scalar(
+        "SELECT bool_and(p.polroles = '{0}') FROM pg_policy p
+         WHERE p.polname = 'tenant_user_isolation'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("catalog");
+    assert!(isolation_is_everyones);
+}
+
 /// Every constraint the error table maps to a client problem exists under that name, so a rename
 /// in a migration cannot silently turn a 409 or 404 back into a 500.
 #[sqlx::test]
