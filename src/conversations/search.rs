@@ -19,6 +19,7 @@ use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
 use crate::search::streams::{self, SPAN_READ, place};
 use crate::search::{
     QueryVector, SearchMode, TextQuery, follow_weight, fuse, lift_by_neighbours, liftable,
+    scope_unseen,
 };
 
 /// Body of `POST /api/chat/search`.
@@ -341,9 +342,7 @@ async fn keyword_candidates(
              -- The other side's candidates, scored however old.
              SELECT m.seq, m.tsv, m.session_id, m.sent_at, m.archived_at
              FROM conversation_messages m
-             WHERE m.tenant_id = (SELECT current_setting('mnemo.tenant'))
-               AND m.user_id = (SELECT current_setting('mnemo.user'))
-               AND $14::int8[] IS NOT NULL AND m.seq = ANY($14)
+             WHERE {also_scope} AND $14::int8[] IS NOT NULL AND m.seq = ANY($14)
          ), hits AS MATERIALIZED (
              -- The filters on the candidates themselves (an agent filter looks each one's
              -- session up by key, and only then): never a scan of the whole history.
@@ -359,8 +358,7 @@ async fn keyword_candidates(
              WHERE ($3::text IS NULL OR c.session_id = $3)
                AND ($4::text IS NULL OR EXISTS (
                      SELECT 1 FROM agent_sessions s
-                     WHERE s.tenant_id = (SELECT current_setting('mnemo.tenant'))
-                       AND s.user_id = (SELECT current_setting('mnemo.user'))
+                     WHERE {session_scope}
                        AND s.session_id = c.session_id AND s.agent_name = $4))
                AND {candidate}
          ), df AS (
@@ -374,6 +372,8 @@ async fn keyword_candidates(
         scored = scored_cte(HIT_KEYS, "$13::float8"),
         best = best_and_also("$14", "$15"),
         candidate = admitted("c.sent_at", "c.archived_at"),
+        also_scope = scope_unseen("m"),
+        session_scope = scope_unseen("s"),
     );
     let query = sqlx::query_as::<_, Scored>(&sql)
         .bind(&text.any)
@@ -484,7 +484,7 @@ pub fn placed_keyword_sql() -> String {
              UNION ALL
              -- A tool message's, one probe each (`conversation_messages_by_time`).
              SELECT f.seq, false, NULL, NULL, NULL, NULL, $10::real * l.score
-             FROM leaders l {FOLLOWER} WHERE NOT l.spoken AND {follower}
+             FROM leaders l {follower_probe} WHERE NOT l.spoken AND {follower}
          ), ranked AS (
              SELECT seq, (coalesce(s.score, 0) + coalesce(f.gain, 0))::real AS score,
                     coalesce(s.spoken, f.placed) AS placed, coalesce(s.asks, f.asks) AS asks,
@@ -496,8 +496,7 @@ pub fn placed_keyword_sql() -> String {
          SELECT b.*, (SELECT weight FROM total) AS query_weight,
                 CASE WHEN $11 THEN (
                     SELECT t.text FROM conversation_messages t
-                    WHERE t.tenant_id = (SELECT current_setting('mnemo.tenant'))
-                      AND t.user_id = (SELECT current_setting('mnemo.user')) AND t.seq = b.seq
+                    WHERE {text_scope} AND t.seq = b.seq
                     LIMIT 1)
                 END AS text
          FROM (
@@ -509,19 +508,25 @@ pub fn placed_keyword_sql() -> String {
         matched = admitted("msg.sent_at", "msg.archived_at"),
         next = admitted("l.next_at", "l.next_archived_at"),
         follower = admitted("f.sent_at", "f.archived_at"),
+        follower_probe = follower(),
+        text_scope = scope_unseen("t"),
     )
 }
 
 /// The user or AI message just after a leading one `l` (its `seq`, `session_id` and `sent_at`)
 /// in its session, as `f`: one probe (`conversation_messages_by_time`).
-const FOLLOWER: &str = "CROSS JOIN LATERAL (
-     SELECT n.seq, n.sent_at, n.archived_at FROM conversation_messages n
-     WHERE n.tenant_id = (SELECT current_setting('mnemo.tenant'))
-       AND n.user_id = (SELECT current_setting('mnemo.user'))
-       AND n.session_id = l.session_id AND n.sender IN ('user', 'ai')
-       AND (n.sent_at, n.seq) > (l.sent_at, l.seq)
-     ORDER BY n.sent_at, n.seq LIMIT 1
- ) f";
+fn follower() -> String {
+    format!(
+        "CROSS JOIN LATERAL (
+             SELECT n.seq, n.sent_at, n.archived_at FROM conversation_messages n
+             WHERE {scope}
+               AND n.session_id = l.session_id AND n.sender IN ('user', 'ai')
+               AND (n.sent_at, n.seq) > (l.sent_at, l.seq)
+             ORDER BY n.sent_at, n.seq LIMIT 1
+         ) f",
+        scope = scope_unseen("n"),
+    )
+}
 
 /// Whether the time and retention filters ($5 to $7) admit a message written at `sent_at` and
 /// archived at `archived_at` (column expressions).
@@ -554,7 +559,7 @@ fn best_and_also(also: &str, follow: &str) -> String {
              -- The next message of each leading one (`conversation_messages_by_time`), one
              -- probe each: where the leading one lies came with its match.
              SELECT f.seq, {follow}::real * l.score AS gain
-             FROM leaders l {FOLLOWER} WHERE {admitted}
+             FROM leaders l {follower} WHERE {admitted}
          ), ranked AS (
              SELECT seq, (coalesce(s.score, 0) + coalesce(f.gain, 0))::real AS score
              FROM scored s FULL JOIN followers f USING (seq)
@@ -565,6 +570,7 @@ fn best_and_also(also: &str, follow: &str) -> String {
              SELECT seq, score FROM ranked WHERE {also}::int8[] IS NOT NULL AND seq = ANY({also})
          ) best ORDER BY score DESC, seq DESC",
         admitted = admitted("f.sent_at", "f.archived_at"),
+        follower = follower(),
     )
 }
 
@@ -681,7 +687,8 @@ pub fn filters(
 /// users it serves, and PostgreSQL estimates `user_id = current_setting('mnemo.user')` with the
 /// value it has when it plans. A plan made for a user with a few messages read all of them and
 /// filtered; kept and run for a user with a million, it read a million rows per search (14 s).
-/// The probes compare the scope through sub-selects, whose values the planner does not see: for
+/// The probes compare the scope through sub-selects ([`scope_unseen`]; the `query!` ones spell
+/// it out), whose values the planner does not see: for
 /// a user the statistics do not know yet, it otherwise expects a single message, and every index
 /// leading with the tenant and user costs the same; the follower probe then went through the
 /// sequence index, reading every message of the user for each leading one (300 ms for 100

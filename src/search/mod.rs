@@ -205,6 +205,25 @@ fn mean_direction(a: &[f32], b: &[f32]) -> Vec<f32> {
     }
 }
 
+/// The caller's scope on the rows of `alias`, compared through sub-selects, for the lookups by
+/// key of a search (a memory by id, a message by sequence number or by its place in a session).
+///
+/// PostgreSQL evaluates a bare `current_setting` to cost a plan. For a user the statistics do not
+/// know yet (one who arrived after the last `ANALYZE`) it then expects a single row, and every
+/// index leading with the tenant and user looks as cheap as the one the lookup needs: a memory
+/// looked up by id went through `agent_memories_stream`, which ends with the id, as a skip scan
+/// over all of the user's memories (24 index blocks for a user of 1,000 memories instead of 3),
+/// and a message's follower through the sequence index, reading every message of the user. A
+/// sub-select's value is unknown when the plan is made, so the planner costs a typical user and
+/// takes the index the lookup needs whoever searches. Row-level security confines the rows all
+/// the same. Statements written as `query!` literals spell the same comparison out.
+pub fn scope_unseen(alias: &str) -> String {
+    format!(
+        "{alias}.tenant_id = (SELECT current_setting('mnemo.tenant'))
+         AND {alias}.user_id = (SELECT current_setting('mnemo.user'))"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

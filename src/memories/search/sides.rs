@@ -12,7 +12,7 @@ use crate::search::query::{
     matches_cte, recent_matches, scored_cte,
 };
 use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
-use crate::search::{QueryVector, TextQuery};
+use crate::search::{QueryVector, TextQuery, scope_unseen};
 
 /// A keyword or vector candidate: the memory and its best chunk (`None`: the summary matched).
 #[derive(sqlx::FromRow)]
@@ -46,22 +46,6 @@ fn memories() -> String {
      WHERE m.tenant_id = current_setting('mnemo.tenant')
        AND m.user_id = current_setting('mnemo.user')
        AND {FILTERS})"
-    )
-}
-
-/// The caller's scope on the rows of `alias`, compared through sub-selects, for a lookup by id.
-///
-/// PostgreSQL evaluates a bare `current_setting` to cost a plan. For a user the statistics do not
-/// know yet (one who arrived after the last `ANALYZE`) it then expects a single row, and every
-/// index leading with the tenant and user looks as cheap as the primary key: a lookup by id went
-/// through `agent_memories_stream`, which ends with the id, as a skip scan over all of the user's
-/// memories (24 index blocks for a user of 1,000 memories instead of 3). A sub-select's value is
-/// unknown when the plan is made, so the planner costs a typical user and takes the primary key
-/// whoever searches. Row-level security confines the rows all the same.
-fn scope_unseen(alias: &str) -> String {
-    format!(
-        "{alias}.tenant_id = (SELECT current_setting('mnemo.tenant'))
-         AND {alias}.user_id = (SELECT current_setting('mnemo.user'))"
     )
 }
 

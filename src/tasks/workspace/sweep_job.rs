@@ -4,8 +4,9 @@
 //! It works across tenants, so it does not use the request path: its one transaction is
 //! [`Job::TaskLifecycle`]'s, as the role `mnemo_sweeper`, which a policy lets read `tasks` only;
 //! each change is then made as `mnemo_app` acting as that task's own tenant and user
-//! ([`System::act_as`](crate::db::System::act_as)), under the ordinary isolation policy. The job's advisory lock makes concurrent sweepers (several replicas) skip a
-//! round instead of doing it twice.
+//! ([`System::act_as`](crate::db::System::act_as)), under the ordinary isolation policy. The
+//! job's advisory lock makes concurrent sweepers (several replicas) skip a round instead of doing
+//! it twice.
 
 use std::time::Duration;
 

@@ -5,9 +5,9 @@
 //!
 //! Like the lifecycle sweeper it works across tenants on a path of its own: one transaction of
 //! [`Job::WaitTimeouts`], as the role `mnemo_sweeper` (a policy lets it read `task_waits`), each
-//! wait ended as `mnemo_app` acting as its own tenant and user, and
-//! the job's advisory lock so that concurrent replicas skip a round instead of doing it twice. The wait is
-//! re-read under its task's row lock, so a client's resolution racing the job ends it once.
+//! wait ended as `mnemo_app` acting as its own tenant and user, and the job's advisory lock so
+//! that concurrent replicas skip a round instead of doing it twice. The wait is re-read under its
+//! task's row lock, so a client's resolution racing the job ends it once.
 //!
 //! A timeout does not wake a paused task: the job's own update of the task would resume it (see
 //! migration 0006), so a task paused before keeps its status.
