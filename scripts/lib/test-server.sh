@@ -90,7 +90,10 @@ test_server_free_port() {
 
 test_server_start() {
     local label="$1" port
-    cargo build --locked --quiet --bin mnemo
+    # The binary `cargo test --all-targets` builds (features unified with the dev-dependencies'):
+    # `cargo build --bin mnemo` would build 45 crates a second time, with other features, into
+    # the same target directory.
+    cargo test --locked --quiet --all-targets --no-run
     BIN="${CARGO_TARGET_DIR:-target}/debug/mnemo"
     port="$(test_server_free_port)"
     URL="http://127.0.0.1:$port"
