@@ -1168,6 +1168,100 @@ async fn a_task_lookup_reads_none_of_the_other_users_tasks(pool: PgPool) {
     assert!(read <= 10, "the lookup read {read} tasks");
 }
 
+/// Gives each of `users` of tenant `t1` `tasks` tasks, each with a plan of `items` items and
+/// `actions` actions on each item, written straight into the tables.
+async fn load_plans(pool: &PgPool, users: &[String], tasks: i32, items: i32, actions: i32) {
+    sqlx::query(
+        "WITH t AS (
+             INSERT INTO tasks (tenant_id, user_id, id, name, plan_version)
+             SELECT 't1', u, gen_random_uuid(), 'loaded ' || k, 1
+             FROM unnest($1::text[]) u, generate_series(1, $2) k
+             RETURNING tenant_id, user_id, id
+         ), p AS (
+             INSERT INTO task_plans (tenant_id, user_id, task_id, version, plan)
+             SELECT tenant_id, user_id, id, 1, '[]' FROM t
+             RETURNING tenant_id, user_id, task_id
+         ), i AS (
+             INSERT INTO task_plan_items (tenant_id, user_id, task_id, version, ordinal, id, title)
+             SELECT p.tenant_id, p.user_id, p.task_id, 1, o, gen_random_uuid(), 'step ' || o
+             FROM p, generate_series(1, $3) o
+             RETURNING tenant_id, user_id, task_id, ordinal
+         )
+         INSERT INTO task_actions (tenant_id, user_id, id, task_id, version, ordinal, action_type,
+                                   summary)
+         SELECT i.tenant_id, i.user_id, gen_random_uuid(), i.task_id, 1, i.ordinal, 'cli', 'run'
+         FROM i, generate_series(1, $4) a",
+    )
+    .bind(users)
+    .bind(tasks)
+    .bind(items)
+    .bind(actions)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// A step's actions are read through the task's own items and actions, also for a user the
+/// statistics do not know. Such a user is estimated to hold one row, so every index that leads
+/// with the tenant and user costs the same; one that goes on with another column than the task
+/// (an item's id, an action's id) would read every item or action of the user to find one
+/// task's.
+#[sqlx::test]
+async fn a_steps_actions_are_read_by_task_for_a_user_the_statistics_do_not_know(pool: PgPool) {
+    for table in ["tasks", "task_plans", "task_plan_items", "task_actions"] {
+        sqlx::query(&format!(
+            "ALTER TABLE {table} SET (autovacuum_enabled = off)"
+        ))
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    // Users the statistics know: 99 small ones and a large one.
+    let small: Vec<String> = (1..100).map(|u| format!("user-{u}")).collect();
+    load_plans(&pool, &small, 1, 5, 1).await;
+    load_plans(&pool, &["alice".to_owned()], 20, 100, 2).await;
+    sqlx::query("ANALYZE tasks, task_plans, task_plan_items, task_actions")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // Carol arrives after: one task through the service, twenty more with 2,000 items.
+    let one = one_connection(&pool).await;
+    let app = TestApp::new(one.clone()).await;
+    let carol = app.token("t1", "carol");
+    let id = task(&app, &carol, "Mine").await;
+    for summary in ["docker build .", "docker push"] {
+        expect(
+            app.post(&format!("/api/tasks/{id}/items/1/actions"), &carol)
+                .json(&json!({"action_type": "cli", "summary": summary})),
+            201,
+        )
+        .await;
+    }
+    load_plans(&pool, &["carol".to_owned()], 20, 100, 2).await;
+
+    for _ in 0..8 {
+        let items = rows_read(&one, &pool, "task_plan_items").await;
+        let actions = rows_read(&one, &pool, "task_actions").await;
+        let page = expect(
+            app.get(&format!("/api/tasks/{id}/items/1/actions?limit=1"), &carol),
+            200,
+        )
+        .await;
+        assert_eq!(page["items"][0]["summary"], "docker build .", "{page}");
+        assert!(page["next_cursor"].is_string(), "{page}");
+        let items = rows_read(&one, &pool, "task_plan_items").await - items;
+        let actions = rows_read(&one, &pool, "task_actions").await - actions;
+        assert!(
+            items <= 10,
+            "the page read {items} plan items for the task's 3"
+        );
+        assert!(
+            actions <= 10,
+            "the page read {actions} actions for the step's 2"
+        );
+    }
+}
+
 /// A task's export reads its own action logs, in order, through an index by task: the logs of
 /// the user's other tasks are not read, however many they are.
 #[sqlx::test]

@@ -99,6 +99,10 @@ pub async fn patch_action(
     Ok(row.map(Action::from))
 }
 
+/// A page of a step's actions. The scope is compared through sub-selects (see
+/// [`crate::search::scope_unseen`]), so that the plan goes through the actions' index by task
+/// and step for any caller: for a user the statistics do not know, the primary key (tenant,
+/// user, id) costs the same and reads every action of the user in id order.
 pub async fn actions(
     tx: &mut Scoped,
     task_id: Uuid,
@@ -112,7 +116,9 @@ pub async fn actions(
         "SELECT id, task_id, version, ordinal, action_type, summary, status, input_data,
                    output_data, created_at, updated_at
          FROM task_actions
-         WHERE task_id = $1 AND version = $2 AND ordinal = $3 AND ($4::uuid IS NULL OR id > $4)
+         WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+           AND user_id = (SELECT current_setting('mnemo.user'))
+           AND task_id = $1 AND version = $2 AND ordinal = $3 AND ($4::uuid IS NULL OR id > $4)
          ORDER BY id LIMIT $5",
         task_id,
         version,
@@ -174,6 +180,8 @@ pub async fn action_exists(
     .await
 }
 
+/// A page of an action's logs, through their index by action for any caller (the scope compared
+/// as in [`actions`]).
 pub async fn action_logs(
     tx: &mut Scoped,
     action_id: Uuid,
@@ -189,7 +197,9 @@ pub async fn action_logs(
     let rows = sqlx::query_as!(
         LogRow,
         "SELECT id, log_type, content, created_at FROM task_action_logs
-         WHERE action_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3",
+         WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+           AND user_id = (SELECT current_setting('mnemo.user'))
+           AND action_id = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3",
         action_id,
         after,
         limit + 1

@@ -155,11 +155,18 @@ pub async fn load(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Bundle> {
         })
         .collect();
 
+    // The actions and their logs by task, for any caller: the scope compared through
+    // sub-selects (see `crate::search::scope_unseen`), so that a user the statistics do not know
+    // has them read through the indexes by task, not all of the user's through the primary key.
     let action_rows = sqlx::query_as!(
         ActionRow,
         "SELECT id, task_id, version, ordinal, action_type, summary, status,
                 input_data, output_data, created_at, updated_at
-         FROM task_actions WHERE task_id = $1 ORDER BY created_at, id",
+         FROM task_actions
+         WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+           AND user_id = (SELECT current_setting('mnemo.user'))
+           AND task_id = $1
+         ORDER BY created_at, id",
         task_id
     )
     .fetch_all(&mut *tx)
@@ -167,7 +174,10 @@ pub async fn load(tx: &mut Scoped, task_id: Uuid) -> ApiResult<Bundle> {
     let log_rows = sqlx::query_as!(
         ActionLogRow,
         "SELECT action_id, log_type, content, created_at FROM task_action_logs
-         WHERE task_id = $1 ORDER BY created_at, id",
+         WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+           AND user_id = (SELECT current_setting('mnemo.user'))
+           AND task_id = $1
+         ORDER BY created_at, id",
         task_id
     )
     .fetch_all(&mut *tx)

@@ -1,0 +1,11 @@
+-- Plan items are found only by task, plan version and ordinal (their primary key).
+--
+-- The unique index on (tenant, user, id) was read by no statement: an item's id is made by the
+-- service (a UUIDv7) and never looked up. It was still a choice for the planner. For a user the
+-- statistics do not know, estimated to hold one row, every index that leads with the tenant and
+-- user costs the same, and the planner took this one for the statements that read one task's
+-- items (a step's status change, the item counts, the plan versions' sizes), with the task as a
+-- filter: each read every plan item of the user (2,003 for a task of 3, in a test), and a
+-- connection that planned so kept that plan for the users after. Without the index the primary
+-- key is the only way in, and a plan item insert writes one index entry fewer.
+DROP INDEX task_plan_items_id_idx;
