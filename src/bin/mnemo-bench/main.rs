@@ -17,6 +17,16 @@
 //! word a line, most frequent first) its question is 3 to 8 words drawn from that vocabulary with
 //! a Zipf-like distribution (rank r with probability about 1/r), like the loaded texts.
 //!
+//! Task and notes scenarios: `task-events` appends ten events to a task
+//! (`POST /api/tasks/{id}/events`), `task-query` asks "where was I?"
+//! (`POST /api/tasks/{id}/query`), both on the task `bench/scale-load-tasks.sql` loaded when the
+//! user has it (`scripts/bench --scale`: 99,967 messages and 100,000 events for the 100x user),
+//! else on a task each client registers; `notes-read` reads the notes of the agent `bench` (the
+//! loaded ones, at the size cap for the 100x user, when there are, else 1 KB each client writes);
+//! `memory-page-deep` reads a page of 10 memories by cursor (`GET /api/memories?limit=10&cursor=`),
+//! the last page of the loaded ones when there are (the 10,000th for the 100x user), else the
+//! second.
+//!
 //! Conversation scenarios, all clients acting as one user (`--user`, default `bench-small`):
 //! `append` archives one message of about 200 characters into a random one of `--sessions`
 //! sessions, `append-one` into one session (every client appends to the same session), `window`
@@ -75,8 +85,8 @@ struct Args {
     /// Base URL of the running service.
     #[arg(long, default_value = "http://127.0.0.1:8089")]
     url: String,
-    /// Scenario: me, memory-store, memory-retrieve, notes-read, archive-batch, chat-context, task-events,
-    /// append, append-one, window, context-one, search-keyword, search-semantic, search-hybrid, chat-search-keyword, chat-search-semantic,
+    /// Scenario: me, memory-store, memory-retrieve, memory-page-deep, notes-read, archive-batch,
+    /// chat-context, task-events, task-query, append, append-one, window, context-one, search-keyword, search-semantic, search-hybrid, chat-search-keyword, chat-search-semantic,
     /// chat-search-hybrid, noisy-neighbour.
     #[arg(long, required_unless_present_any = ["embed_throughput", "explain"])]
     scenario: Option<String>,

@@ -60,6 +60,125 @@ impl Client {
     }
 }
 
+/// The task `bench/scale-load-tasks.sql` loads for a user of `scripts/bench --scale`, under the
+/// same id for each (a task's key holds its user): 99,967 messages and 100,000 events for the
+/// 100x user, 1,023 and 1,000 for the small one.
+pub(crate) const LOADED_TASK: &str = "00000000-0000-7000-8000-5ca1e0000001";
+
+/// Messages between two checkpoints of a task's digest state (as the service folds them).
+const DIGEST_CHECKPOINT: i64 = 64;
+
+/// The `created_before` that lists the loaded memories from the eleventh oldest down:
+/// `bench/scale-load.sql` creates them one a second from 2026-01-01, the oldest first.
+const ELEVENTH_LOADED_MEMORY_BEFORE: &str = "2026-01-01T00:00:11Z";
+
+/// `GET path` as the client's user: the answer when 200, `None` when 404.
+async fn get_json(client: &Client, path: &str) -> Result<Option<Value>, String> {
+    let response = client
+        .http
+        .get(client.url(path))
+        .bearer_auth(&client.token)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let text = response.text().await.map_err(|e| e.to_string())?;
+    if status == reqwest::StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    if !status.is_success() {
+        return Err(format!("setup read of {path} failed with {status}: {text}"));
+    }
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// The loaded task of the client's user, if it has one.
+async fn loaded_task(client: &Client) -> Result<Option<Value>, String> {
+    get_json(client, &format!("/api/tasks/{LOADED_TASK}")).await
+}
+
+/// Registers a task for the client's user, with `plan` when given; returns its id.
+async fn new_task(client: &Client, plan: Option<Value>) -> Result<String, String> {
+    let mut body = json!({"name": format!("bench task {}", client.id)});
+    if let Some(plan) = plan {
+        body["plan"] = plan;
+    }
+    let response: Value = send_json(
+        client.http.post(client.url("/api/tasks")),
+        &client.token,
+        &body,
+    )
+    .await?;
+    Ok(response["id"]
+        .as_str()
+        .ok_or("register returned no id")?
+        .to_owned())
+}
+
+/// Posts a progress message to a task (`task_update`).
+async fn task_message(client: &Client, task: &str, message: &str) -> Result<Value, String> {
+    send_json(
+        client
+            .http
+            .post(client.url(&format!("/api/tasks/{task}/update"))),
+        &client.token,
+        &json!({"message": message}),
+    )
+    .await
+}
+
+/// The cursor `memory-page-deep` reads after. With the loaded memories (`--scale`), the position of
+/// the eleventh oldest, so that the page read is their last: the 10,000th page of 10 of the 100x
+/// user's 100,000, the 100th of the small user's 1,000, whatever the bench stored since (newer,
+/// hence on earlier pages). The server's own cursor, from a listing filtered to the loaded
+/// memories up to that one. Without them, the second page of the user's memories, after storing
+/// 25 when it has fewer than 20.
+async fn deep_cursor(client: &Client) -> Result<String, String> {
+    let list = get_json(
+        client,
+        &format!("/api/memories?limit=1&created_before={ELEVENTH_LOADED_MEMORY_BEFORE}"),
+    )
+    .await?
+    .unwrap_or_default();
+    if let Some(cursor) = list["next_cursor"].as_str() {
+        return Ok(cursor.to_owned());
+    }
+    for attempt in 0..2 {
+        let first = get_json(client, "/api/memories?limit=10")
+            .await?
+            .unwrap_or_default();
+        if let Some(cursor) = first["next_cursor"].as_str()
+            && first["items"]
+                .as_array()
+                .is_some_and(|items| items.len() == 10)
+        {
+            let second = get_json(client, &format!("/api/memories?limit=10&cursor={cursor}"))
+                .await?
+                .unwrap_or_default();
+            if second["items"]
+                .as_array()
+                .is_some_and(|items| items.len() == 10)
+            {
+                return Ok(cursor.to_owned());
+            }
+        }
+        if attempt == 0 {
+            for i in 0..25 {
+                let body = json!({"content": kilobyte(i), "description": "bench page"});
+                send_json(
+                    client.http.post(client.url("/api/memories")),
+                    &client.token,
+                    &body,
+                )
+                .await?;
+            }
+        }
+    }
+    Err("no second page of memories after storing 25".into())
+}
+
 pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), String> {
     if client.motorhead {
         return prepare_motorhead(scenario, client).await;
@@ -80,8 +199,16 @@ pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), S
                 client.prepared.push(key.to_owned());
             }
         }
-        // About 1 KB of notes for the agent `bench` of each client's user.
+        // About 1 KB of notes for the agent `bench` of each client's user, unless it has notes
+        // for it already: those `bench/scale-load-tasks.sql` loaded (`--scale`), or those an
+        // earlier client of the same user wrote.
         "notes-read" => {
+            let current = get_json(client, "/api/agents/bench/notes")
+                .await?
+                .unwrap_or_default();
+            if current["version"].as_i64().unwrap_or(0) > 0 {
+                return Ok(());
+            }
             let response = client
                 .http
                 .put(client.url("/api/agents/bench/notes"))
@@ -123,16 +250,57 @@ pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), S
                 archive(client, &format!("hist-{session}"), messages).await?;
             }
         }
+        // The loaded task when the user has it (`--scale`: every client appends to it), else a
+        // new task of the client's own.
         "task-events" => {
-            let body = json!({"name": format!("bench task {}", client.id)});
-            let response: Value = send_json(
-                client.http.post(client.url("/api/tasks")),
-                &client.token,
-                &body,
-            )
-            .await?;
-            let id = response["id"].as_str().ok_or("register returned no id")?;
-            client.prepared.push(id.to_owned());
+            let id = match loaded_task(client).await? {
+                Some(_) => LOADED_TASK.to_owned(),
+                None => new_task(client, None).await?,
+            };
+            client.prepared.push(id);
+        }
+        // The loaded task when the user has it. Its message count is one short of a checkpoint
+        // of the digest state, so the first client posts one message, whose write folds every
+        // message into the state as the service does on every 64th (a second or so for 100,000);
+        // the clients are prepared one after another before any request is measured, so every
+        // question then reads the state and the messages since. Without the loaded task, a task
+        // of the client's own with a plan of four steps and five progress messages.
+        "task-query" => match loaded_task(client).await? {
+            Some(task) => {
+                let messages = task["counts"]["messages"].as_i64().unwrap_or(0);
+                if client.id == 0 && messages % DIGEST_CHECKPOINT == DIGEST_CHECKPOINT - 1 {
+                    task_message(
+                        client,
+                        LOADED_TASK,
+                        "Step 6 in progress: shifted 50% of traffic to v1.99.968, web-3 healthy on port 8443",
+                    )
+                    .await?;
+                }
+                client.prepared.push(LOADED_TASK.to_owned());
+            }
+            None => {
+                let plan = json!([
+                    "Build image",
+                    "Push image to registry",
+                    "SSH into server",
+                    "Run container"
+                ]);
+                let id = new_task(client, Some(plan)).await?;
+                for message in [
+                    "Step 1 done, built ghcr.io/acme/app:v2",
+                    "pushing the image, registry answered 502 once, retrying",
+                    "Step 2 done, pushed ghcr.io/acme/app:v2",
+                    "connected to deploy@10.0.0.7 on port 2222",
+                    "pulling the image on the server",
+                ] {
+                    task_message(client, &id, message).await?;
+                }
+                client.prepared.push(id);
+            }
+        },
+        "memory-page-deep" => {
+            let cursor = deep_cursor(client).await?;
+            client.prepared.push(cursor);
         }
         _ => {}
     }
@@ -253,6 +421,19 @@ pub(crate) async fn one(scenario: &str, client: &Client, n: usize) -> Result<u16
                 .http
                 .post(client.url(&format!("/api/tasks/{task}/events")))
                 .json(&json!({"events": events}))
+        }
+        "task-query" => {
+            let task = &client.prepared[0];
+            client
+                .http
+                .post(client.url(&format!("/api/tasks/{task}/query")))
+                .json(&json!({"query": "where was I?"}))
+        }
+        "memory-page-deep" => {
+            let cursor = &client.prepared[0];
+            client
+                .http
+                .get(client.url(&format!("/api/memories?limit=10&cursor={cursor}")))
         }
         "search-keyword" | "search-semantic" | "search-hybrid" => client
             .http
