@@ -11,7 +11,7 @@
 //! made before that). With no replan in between, folding in pieces gives exactly
 //! [`super::digest::build`]'s answer over every message.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,13 @@ pub const MAX_TITLES: usize = 2000;
 pub const MAX_SEEN: usize = 4096;
 
 /// The folded state of a task's messages up to `through`.
+///
+/// The key details seen are remembered by the hash of each, numbered in the order first seen
+/// (the `details_seen` so far); a detail counts as seen while its number is among the latest
+/// [`MAX_SEEN`]. The stored state does not hold those hashes: they are rows of
+/// `task_digest_seen`, and a fold is given the latest number of each hash it may meet
+/// ([`DigestState::hashes_to_fold`], [`DigestState::remember`]). So a state read for "where was
+/// I?" is the same few kilobytes at message 10 and at message 100,000.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DigestState {
     /// Every message with a seq up to this one is folded in.
@@ -38,40 +45,37 @@ pub struct DigestState {
     pub title_claims: BTreeMap<String, i32>,
     /// The latest [`MAX_KEY_DETAILS`] key details, in the order first seen.
     pub details: Vec<KeyDetail>,
-    /// Distinct key details seen in all.
+    /// Distinct key details seen in all (and the number the next one gets).
     pub details_seen: usize,
-    /// Hashes of the details seen, oldest first (at most [`MAX_SEEN`]). Stored as one base64
-    /// string of their little-endian bytes (see [`seen_format`]).
-    #[serde(with = "seen_format")]
-    pub seen: VecDeque<u64>,
+    /// The hashes of the details seen as a state stored before they had a table of their own
+    /// holds them, oldest first ([`seen_format`]); taken in by [`DigestState::remember`]'s
+    /// caller through [`DigestState::take_stored_hashes`], and never written again.
+    #[serde(rename = "seen", default, skip_serializing, with = "seen_format")]
+    stored_hashes: Option<VecDeque<u64>>,
+    /// The latest number of each detail hash this state may meet, as far as it was told.
+    #[serde(skip)]
+    seen: HashMap<u64, usize>,
+    /// The hashes this state numbered since it was read, with their numbers, oldest first: what
+    /// a checkpoint adds to `task_digest_seen`.
+    #[serde(skip)]
+    numbered: Vec<(usize, u64)>,
 }
 
-/// The stored form of [`DigestState::seen`]: one base64 string of the hashes' little-endian
-/// bytes (43,691 characters at [`MAX_SEEN`]). Written as a JSON array of numbers, a full set
-/// was 90 KB, which every "where was I?" had PostgreSQL print (1.0 ms, against 0.2 ms for the
-/// state of a short task) and the service parse back, number by number. States stored in that
-/// form are still read.
+/// The stored form of the detail hashes in states written before `task_digest_seen`: a JSON
+/// array of numbers, or one base64 string of their little-endian bytes.
 mod seen_format {
     use std::collections::VecDeque;
     use std::fmt;
 
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD_NO_PAD;
+    use serde::Deserializer;
     use serde::de::{self, SeqAccess, Visitor};
-    use serde::{Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(
-        seen: &VecDeque<u64>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        let bytes: Vec<u8> = seen.iter().flat_map(|h| h.to_le_bytes()).collect();
-        serializer.serialize_str(&STANDARD_NO_PAD.encode(bytes))
-    }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
-    ) -> Result<VecDeque<u64>, D::Error> {
-        deserializer.deserialize_any(SeenVisitor)
+    ) -> Result<Option<VecDeque<u64>>, D::Error> {
+        deserializer.deserialize_any(SeenVisitor).map(Some)
     }
 
     struct SeenVisitor;
@@ -147,13 +151,16 @@ impl Hasher for Fnv1a {
 impl DigestState {
     /// Folds `messages` (in order; those up to `through` are skipped) with `titles`, the titles
     /// of the plan's items, for claims that name an item by its words.
+    ///
+    /// A detail counts as new unless its hash was numbered among the latest [`MAX_SEEN`]: the
+    /// state must have been told the numbers of the hashes of `messages` first
+    /// ([`DigestState::remember`]), as far as the table of seen hashes holds them.
     pub fn fold(&mut self, titles: &[String], messages: &[Message]) {
         let keys: Vec<(String, HashSet<String>)> = titles
             .iter()
             .map(|t| (title_key(t), digest::title_words(t)))
             .filter(|(key, _)| !key.is_empty())
             .collect();
-        let mut seen: HashSet<u64> = self.seen.iter().copied().collect();
         let start = self.through;
         for message in messages.iter().filter(|m| m.seq > start) {
             if message.msg_type != "lifecycle" && digest::says_done(&message.content) {
@@ -181,14 +188,16 @@ impl DigestState {
             }
             digest::each_detail(&message.content, |kind, value| {
                 let hash = detail_hash(kind, value);
-                if !seen.insert(hash) {
+                let oldest_kept = self.details_seen.saturating_sub(MAX_SEEN);
+                if self.seen.get(&hash).is_some_and(|n| *n >= oldest_kept) {
                     return;
                 }
-                self.seen.push_back(hash);
-                if self.seen.len() > MAX_SEEN
-                    && let Some(old) = self.seen.pop_front()
-                {
-                    seen.remove(&old);
+                self.seen.insert(hash, self.details_seen);
+                self.numbered.push((self.details_seen, hash));
+                // A fold over a whole history keeps what it may still meet, not every hash.
+                if self.seen.len() > 2 * MAX_SEEN {
+                    let oldest_kept = (self.details_seen + 1).saturating_sub(MAX_SEEN);
+                    self.seen.retain(|_, n| *n >= oldest_kept);
                 }
                 self.details_seen += 1;
                 self.details.push(KeyDetail {
@@ -227,6 +236,54 @@ impl DigestState {
         (
             self.details.clone(),
             self.details_seen.saturating_sub(self.details.len()),
+        )
+    }
+
+    /// The distinct hashes of the key details of `messages` this state has not folded yet:
+    /// those whose latest numbers [`DigestState::fold`] needs.
+    pub fn hashes_to_fold(&self, messages: &[Message]) -> Vec<u64> {
+        let mut hashes = HashSet::new();
+        for message in messages.iter().filter(|m| m.seq > self.through) {
+            digest::each_detail(&message.content, |kind, value| {
+                hashes.insert(detail_hash(kind, value));
+            });
+        }
+        hashes.into_iter().collect()
+    }
+
+    /// Tells the state the latest number of each of some hashes (as stored, see
+    /// [`DigestState::hashes_to_fold`]).
+    pub fn remember(&mut self, numbers: impl IntoIterator<Item = (u64, usize)>) {
+        for (hash, n) in numbers {
+            let latest = self.seen.entry(hash).or_insert(n);
+            *latest = (*latest).max(n);
+        }
+    }
+
+    /// The detail hashes a state stored before `task_digest_seen` held, with their numbers:
+    /// remembered, and counted as numbered by this state, so that its next checkpoint stores
+    /// them as rows.
+    pub fn take_stored_hashes(&mut self) {
+        if let Some(hashes) = self.stored_hashes.take() {
+            let first = self.details_seen.saturating_sub(hashes.len());
+            for (i, hash) in hashes.into_iter().enumerate() {
+                self.seen.insert(hash, first + i);
+                self.numbered.push((first + i, hash));
+            }
+        }
+    }
+
+    /// The hashes numbered since the state was read that are still among the latest
+    /// [`MAX_SEEN`], with their numbers, and the number below which stored hashes are forgotten.
+    pub fn numbered_to_store(&self) -> (Vec<(usize, u64)>, usize) {
+        let oldest_kept = self.details_seen.saturating_sub(MAX_SEEN);
+        (
+            self.numbered
+                .iter()
+                .filter(|(n, _)| *n >= oldest_kept)
+                .copied()
+                .collect(),
+            oldest_kept,
         )
     }
 }
@@ -309,35 +366,97 @@ mod tests {
     }
 
     #[test]
-    fn the_seen_set_stays_bounded() {
+    fn a_detail_counts_as_seen_while_among_the_latest_numbered() {
         let messages: Vec<Message> = (1..=(MAX_SEEN as i32 + 100))
             .map(|n| message(n, format!("id={n}x")))
             .collect();
         let mut state = DigestState::default();
         state.fold(&[], &messages);
-        assert_eq!(state.seen.len(), MAX_SEEN);
         assert_eq!(state.details.len(), MAX_KEY_DETAILS);
         assert_eq!(state.details_seen, MAX_SEEN + 100);
-        // Stored and read back unchanged, in a bounded size.
+        // The first hundred are forgotten, the rest still seen.
+        let again = vec![
+            message(MAX_SEEN as i32 + 101, "id=1x".into()),
+            message(MAX_SEEN as i32 + 102, "id=200x".into()),
+        ];
+        let mut after = state.clone();
+        after.fold(&[], &again);
+        assert_eq!(after.details_seen, MAX_SEEN + 101, "id=1x counts again");
+        // What is stored is small, and holds none of the hashes.
         let stored = serde_json::to_string(&state).unwrap();
-        assert!(stored.len() < 50_000, "{} bytes", stored.len());
-        assert_eq!(serde_json::from_str::<DigestState>(&stored).unwrap(), state);
+        assert!(stored.len() < 5_000, "{} bytes", stored.len());
+        assert!(!stored.contains("\"seen\""), "{stored}");
+        let (to_store, forgotten_below) = state.numbered_to_store();
+        assert_eq!(to_store.len(), MAX_SEEN);
+        assert_eq!(forgotten_below, 100);
+    }
+
+    /// A state read back with only the numbers of the hashes its messages hold folds them as
+    /// the state that never left memory does, checkpoint after checkpoint.
+    #[test]
+    fn folding_with_the_stored_numbers_equals_folding_in_memory() {
+        // Details that recur at every distance, some beyond the window.
+        let messages: Vec<Message> = (1..=(3 * MAX_SEEN as i32))
+            .map(|n| {
+                let a = n % 5000;
+                let b = (n * 7) % 900;
+                message(n, format!("id={a}x on port {b}"))
+            })
+            .collect();
+        let mut whole = DigestState::default();
+        whole.fold(&[], &messages);
+
+        let mut table: HashMap<u64, usize> = HashMap::new();
+        let mut stored = serde_json::to_value(DigestState::default()).unwrap();
+        for chunk in messages.chunks(64) {
+            let mut state: DigestState = serde_json::from_value(stored).unwrap();
+            let hashes = state.hashes_to_fold(chunk);
+            state.remember(hashes.iter().filter_map(|h| table.get(h).map(|n| (*h, *n))));
+            state.fold(&[], chunk);
+            let (to_store, forgotten_below) = state.numbered_to_store();
+            table.extend(to_store.into_iter().map(|(n, h)| (h, n)));
+            table.retain(|_, n| *n >= forgotten_below);
+            assert!(table.len() <= MAX_SEEN);
+            stored = serde_json::to_value(&state).unwrap();
+        }
+        let pieces: DigestState = serde_json::from_value(stored).unwrap();
+        assert_eq!(pieces.details_seen, whole.details_seen);
+        assert_eq!(pieces.details, whole.details);
+        assert_eq!(pieces.through, whole.through);
     }
 
     #[test]
-    fn states_stored_with_the_hashes_as_numbers_are_read() {
+    fn states_stored_with_their_hashes_are_taken_in() {
         let messages: Vec<Message> = (1..=300).map(|n| message(n, format!("id={n}x"))).collect();
         let mut state = DigestState::default();
         state.fold(&[], &messages);
-        let mut stored = serde_json::to_value(&state).unwrap();
-        assert!(stored["seen"].is_string(), "{}", stored["seen"]);
-        // The earlier form: every hash a JSON number, among them some above 2^63.
-        stored["seen"] = serde_json::json!(state.seen);
-        assert!(state.seen.iter().any(|h| *h > i64::MAX as u64));
-        assert_eq!(
-            serde_json::from_value::<DigestState>(stored).unwrap(),
-            state
-        );
+        let hashes: Vec<u64> = {
+            let mut numbered = state.numbered.clone();
+            numbered.sort();
+            numbered.into_iter().map(|(_, h)| h).collect()
+        };
+        assert!(hashes.iter().any(|h| *h > i64::MAX as u64));
+        let base64 = {
+            use base64::Engine;
+            let bytes: Vec<u8> = hashes.iter().flat_map(|h| h.to_le_bytes()).collect();
+            base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
+        };
+        // The two earlier forms: every hash a JSON number, or one base64 string.
+        for form in [serde_json::json!(hashes), serde_json::json!(base64)] {
+            let mut stored = serde_json::to_value(&state).unwrap();
+            stored["seen"] = form;
+            let mut read: DigestState = serde_json::from_value(stored).unwrap();
+            read.take_stored_hashes();
+            let (to_store, _) = read.numbered_to_store();
+            assert_eq!(to_store.len(), 300);
+            // A detail seen before is not new, one never seen is.
+            let next = vec![
+                message(301, "id=7x".into()),
+                message(302, "id=9999x".into()),
+            ];
+            read.fold(&[], &next);
+            assert_eq!(read.details_seen, 301);
+        }
         // Not hashes: refused, not read as something else.
         for bad in [serde_json::json!("AAAA"), serde_json::json!("not base64!")] {
             let mut stored = serde_json::to_value(&state).unwrap();

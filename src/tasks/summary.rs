@@ -58,6 +58,7 @@ pub async fn load_digest(tx: &mut Scoped, row: &TaskRow, recent: usize) -> ApiRe
         .max(row.message_count - MAX_PROMPT_MESSAGES);
     let after = state.through.min(prompt_from).min(recent_from).max(0);
     let messages = store::digest_messages(&mut *tx, row.id, after).await?;
+    store::remember_seen(&mut *tx, row.id, &mut state, &messages).await?;
     state.fold(&digest::item_titles(&items), &messages);
     let facts = TaskFacts {
         name: row.name.clone(),

@@ -1469,13 +1469,52 @@ async fn stuck_alerts_have_a_cooldown(pool: PgPool) {
     assert_eq!(stuck_messages(&eager, &token, &id).await, 4);
 }
 
+/// The digest of the one task in `pool` folded from every message at once, with `served`'s
+/// status and phase (the plan `DEPLOY_PLAN`, every item pending).
+async fn digest_of_every_message(pool: &PgPool, served: &Value) -> Value {
+    use mnemo::tasks::digest::{self, Item, Message, TaskFacts};
+    use mnemo::tasks::model::ItemStatus;
+
+    let messages: Vec<(i32, String, String, String, chrono::DateTime<chrono::Utc>)> =
+        sqlx::query_as(
+            "SELECT seq, role, msg_type, content, created_at FROM task_messages ORDER BY seq",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    let messages: Vec<Message> = messages
+        .into_iter()
+        .map(|(seq, role, msg_type, content, created_at)| Message {
+            seq,
+            role,
+            msg_type,
+            content,
+            created_at,
+        })
+        .collect();
+    let items: Vec<Item> = DEPLOY_PLAN
+        .iter()
+        .enumerate()
+        .map(|(i, title)| Item {
+            ordinal: i as i32 + 1,
+            title: (*title).to_owned(),
+            stage: None,
+            status: ItemStatus::Pending,
+        })
+        .collect();
+    let facts = TaskFacts {
+        name: "Deploy coursefolio".into(),
+        status: served["status"].as_str().unwrap().into(),
+        phase: served["phase"].as_str().unwrap().into(),
+        plan_version: 1,
+    };
+    serde_json::to_value(digest::build(&facts, &items, &messages, 5)).unwrap()
+}
+
 /// "Where was I?" on a long history reads the digest's stored state and the few messages written
 /// since, and answers exactly what folding every message would.
 #[sqlx::test]
 async fn a_long_history_is_digested_from_its_checkpoint(pool: PgPool) {
-    use mnemo::tasks::digest::{self, Item, Message, TaskFacts};
-    use mnemo::tasks::model::ItemStatus;
-
     let app = TestApp::new(pool.clone()).await;
     let token = app.token("acme", "agent");
     let task = register(
@@ -1528,41 +1567,7 @@ async fn a_long_history_is_digested_from_its_checkpoint(pool: PgPool) {
     );
 
     // The same digest, folded from every message at once.
-    let messages: Vec<(i32, String, String, String, chrono::DateTime<chrono::Utc>)> =
-        sqlx::query_as(
-            "SELECT seq, role, msg_type, content, created_at FROM task_messages ORDER BY seq",
-        )
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    let messages: Vec<Message> = messages
-        .into_iter()
-        .map(|(seq, role, msg_type, content, created_at)| Message {
-            seq,
-            role,
-            msg_type,
-            content,
-            created_at,
-        })
-        .collect();
-    let items: Vec<Item> = DEPLOY_PLAN
-        .iter()
-        .enumerate()
-        .map(|(i, title)| Item {
-            ordinal: i as i32 + 1,
-            title: (*title).to_owned(),
-            stage: None,
-            status: ItemStatus::Pending,
-        })
-        .collect();
-    let facts = TaskFacts {
-        name: "Deploy coursefolio".into(),
-        status: served["status"].as_str().unwrap().into(),
-        phase: served["phase"].as_str().unwrap().into(),
-        plan_version: 1,
-    };
-    let whole = serde_json::to_value(digest::build(&facts, &items, &messages, 5)).unwrap();
-    assert_eq!(served, &whole);
+    assert_eq!(served, &digest_of_every_message(&pool, served).await);
     assert!(
         served["key_details_omitted"].as_u64().unwrap() == 0
             && served["key_details"]
@@ -1572,6 +1577,74 @@ async fn a_long_history_is_digested_from_its_checkpoint(pool: PgPool) {
                 .any(|d| d["value"] == "ghcr.io/acme/app:v9.9.9"),
         "{served}"
     );
+
+    // The details seen are rows of their own, one per distinct detail, not part of the state.
+    let (has_list, details_seen): (bool, i64) =
+        sqlx::query_as("SELECT state ? 'seen', (state ->> 'details_seen')::int8 FROM task_digests")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM task_digest_seen")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(!has_list);
+    assert!(details_seen > 2, "{details_seen}");
+    assert_eq!(rows, details_seen);
+
+    // A state stored before the rows existed holds its hashes as a list (numbers, oldest
+    // first): it is read as it is, and its next checkpoint turns the list into rows.
+    sqlx::query(
+        "UPDATE task_digests d SET state = d.state || jsonb_build_object('seen', (
+             SELECT jsonb_agg(CASE WHEN s.hash < 0 THEN s.hash::numeric + 18446744073709551616
+                                   ELSE s.hash::numeric END ORDER BY s.n)
+             FROM task_digest_seen s))",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("DELETE FROM task_digest_seen")
+        .execute(&pool)
+        .await
+        .unwrap();
+    for text in ["back on port 8003 again", "moved to port 9099"] {
+        expect(
+            app.post(&update, &token).json(&json!({"message": text})),
+            200,
+        )
+        .await;
+    }
+    let body = expect(
+        app.post(&format!("/api/tasks/{id}/query"), &token)
+            .json(&json!({"query": "where was I?"})),
+        200,
+    )
+    .await;
+    let served = &body["digest"];
+    assert_eq!(served["message_count"], 152);
+    assert_eq!(served, &digest_of_every_message(&pool, served).await);
+    for n in 152..192 {
+        expect(
+            app.post(&update, &token)
+                .json(&json!({"message": format!("quiet round {n}")})),
+            200,
+        )
+        .await;
+    }
+    let (has_list, details_seen): (bool, i64) =
+        sqlx::query_as("SELECT state ? 'seen', (state ->> 'details_seen')::int8 FROM task_digests")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM task_digest_seen")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(
+        !has_list,
+        "the checkpoint at 192 wrote the state without its list"
+    );
+    assert_eq!(rows, details_seen, "port 9099 is new, port 8003 was seen");
 }
 
 /// A task read costs a few index entries whoever called first on the connection. Its

@@ -24,17 +24,58 @@ pub async fn digest_state(tx: &mut Scoped, task_id: Uuid) -> Result<DigestState,
     )
     .fetch_optional(&mut *tx)
     .await?;
-    Ok(stored.map(|s| s.0).unwrap_or_default())
+    let mut state = stored.map(|s| s.0).unwrap_or_default();
+    state.take_stored_hashes();
+    Ok(state)
+}
+
+/// Tells `state` the latest numbers of the detail hashes of `messages` it has not folded yet,
+/// from `task_digest_seen`: what [`DigestState::fold`] needs to count each detail once. The
+/// scope is compared through sub-selects (see [`crate::search::scope_unseen`]), so that the
+/// lookup goes through the index by hash for any caller, not through the task's numbers.
+pub async fn remember_seen(
+    tx: &mut Scoped,
+    task_id: Uuid,
+    state: &mut DigestState,
+    messages: &[digest::Message],
+) -> Result<(), sqlx::Error> {
+    let hashes: Vec<i64> = state
+        .hashes_to_fold(messages)
+        .into_iter()
+        .map(|h| i64::from_ne_bytes(h.to_ne_bytes()))
+        .collect();
+    if hashes.is_empty() {
+        return Ok(());
+    }
+    let rows = sqlx::query!(
+        r#"SELECT hash, max(n) AS "n!" FROM task_digest_seen
+           WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+             AND user_id = (SELECT current_setting('mnemo.user'))
+             AND task_id = $1 AND hash = ANY($2)
+           GROUP BY hash"#,
+        task_id,
+        &hashes
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    state.remember(rows.into_iter().map(|r| {
+        (
+            u64::from_ne_bytes(r.hash.to_ne_bytes()),
+            usize::try_from(r.n).unwrap_or(0),
+        )
+    }));
+    Ok(())
 }
 
 /// Folds the messages written since the stored digest state into it, with the titles of the
-/// active plan, and stores it.
+/// active plan, and stores it, with the detail hashes it numbered.
 pub async fn checkpoint_digest(tx: &mut Scoped, task_id: Uuid) -> Result<(), sqlx::Error> {
     let mut state = digest_state(&mut *tx, task_id).await?;
     let messages = digest_messages(&mut *tx, task_id, state.through).await?;
     if messages.is_empty() {
         return Ok(());
     }
+    remember_seen(&mut *tx, task_id, &mut state, &messages).await?;
     let titles = sqlx::query_scalar!(
         "SELECT i.title FROM task_plan_items i JOIN tasks t ON t.id = i.task_id
          WHERE i.task_id = $1 AND i.version = t.plan_version ORDER BY i.ordinal",
@@ -43,7 +84,7 @@ pub async fn checkpoint_digest(tx: &mut Scoped, task_id: Uuid) -> Result<(), sql
     .fetch_all(&mut *tx)
     .await?;
     state.fold(&titles, &messages);
-    sqlx::query!(
+    let stored = sqlx::query!(
         "INSERT INTO task_digests (tenant_id, user_id, task_id, through_seq, state)
          VALUES (current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, $2, $3)
          ON CONFLICT (tenant_id, user_id, task_id)
@@ -54,6 +95,41 @@ pub async fn checkpoint_digest(tx: &mut Scoped, task_id: Uuid) -> Result<(), sql
         state.through,
         // Serialized by serde as `jsonb` (`as _`: the macro would otherwise want a `Value`).
         sqlx::types::Json(&state) as _
+    )
+    .execute(&mut *tx)
+    .await?;
+    // A state already further along stays, with its hashes.
+    if stored.rows_affected() == 0 {
+        return Ok(());
+    }
+    let (numbered, forgotten_below) = state.numbered_to_store();
+    let (numbers, hashes): (Vec<i64>, Vec<i64>) = numbered
+        .into_iter()
+        .map(|(n, h)| {
+            (
+                i64::try_from(n).unwrap_or(i64::MAX),
+                i64::from_ne_bytes(h.to_ne_bytes()),
+            )
+        })
+        .unzip();
+    sqlx::query!(
+        "INSERT INTO task_digest_seen (tenant_id, user_id, task_id, n, hash)
+         SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), $1, a.n, a.hash
+         FROM unnest($2::int8[], $3::int8[]) AS a(n, hash)
+         ON CONFLICT (tenant_id, user_id, task_id, n) DO UPDATE SET hash = EXCLUDED.hash",
+        task_id,
+        &numbers,
+        &hashes
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "DELETE FROM task_digest_seen
+         WHERE tenant_id = (SELECT current_setting('mnemo.tenant'))
+           AND user_id = (SELECT current_setting('mnemo.user'))
+           AND task_id = $1 AND n < $2",
+        task_id,
+        i64::try_from(forgotten_below).unwrap_or(i64::MAX)
     )
     .execute(&mut *tx)
     .await?;
