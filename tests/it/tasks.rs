@@ -1511,6 +1511,19 @@ async fn digest_of_every_message(pool: &PgPool, served: &Value) -> Value {
     serde_json::to_value(digest::build(&facts, &items, &messages, 5)).unwrap()
 }
 
+/// Of the one digest state in `pool`: whether it holds its detail hashes as a list, how many
+/// details it has seen, and the rows of `task_digest_seen`.
+async fn seen_details(pool: &PgPool) -> (bool, i64, i64) {
+    sqlx::query_as(
+        "SELECT state ? 'seen', (state ->> 'details_seen')::int8,
+                (SELECT count(*) FROM task_digest_seen)
+         FROM task_digests",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
 /// "Where was I?" on a long history reads the digest's stored state and the few messages written
 /// since, and answers exactly what folding every message would.
 #[sqlx::test]
@@ -1579,15 +1592,7 @@ async fn a_long_history_is_digested_from_its_checkpoint(pool: PgPool) {
     );
 
     // The details seen are rows of their own, one per distinct detail, not part of the state.
-    let (has_list, details_seen): (bool, i64) =
-        sqlx::query_as("SELECT state ? 'seen', (state ->> 'details_seen')::int8 FROM task_digests")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM task_digest_seen")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let (has_list, details_seen, rows) = seen_details(&pool).await;
     assert!(!has_list);
     assert!(details_seen > 2, "{details_seen}");
     assert_eq!(rows, details_seen);
@@ -1631,15 +1636,7 @@ async fn a_long_history_is_digested_from_its_checkpoint(pool: PgPool) {
         )
         .await;
     }
-    let (has_list, details_seen): (bool, i64) =
-        sqlx::query_as("SELECT state ? 'seen', (state ->> 'details_seen')::int8 FROM task_digests")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM task_digest_seen")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let (has_list, details_seen, rows) = seen_details(&pool).await;
     assert!(
         !has_list,
         "the checkpoint at 192 wrote the state without its list"
