@@ -1168,6 +1168,58 @@ async fn a_task_lookup_reads_none_of_the_other_users_tasks(pool: PgPool) {
     assert!(read <= 10, "the lookup read {read} tasks");
 }
 
+/// A search of one task's history reads that task's texts: not those of the caller's other
+/// tasks, however many they hold, for its matches or for its document frequencies.
+#[sqlx::test]
+async fn a_search_of_one_task_reads_that_tasks_texts(pool: PgPool) {
+    let one = one_connection(&pool).await;
+    let app = TestApp::new(one.clone()).await;
+    let alice = app.token("t1", "alice");
+    let id = task(&app, &alice, "Mine").await;
+    let other = task(&app, &alice, "Other").await;
+    expect(
+        app.post(&format!("/api/tasks/{id}/update"), &alice)
+            .json(&json!({"message": "rolled the build out to staging"})),
+        200,
+    )
+    .await;
+    sqlx::query(
+        "INSERT INTO task_messages (tenant_id, user_id, task_id, seq, role, content, msg_type)
+         SELECT 't1', 'alice', $1, 1000 + i, 'agent', 'rolled build ' || i || ' out to staging',
+                'progress'
+         FROM generate_series(1, 3000) i",
+    )
+    .bind(other.parse::<uuid::Uuid>().unwrap())
+    .execute(&pool)
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        let before = rows_read(&one, &pool, "task_messages").await;
+        let found = expect(
+            app.post(&format!("/api/tasks/{id}/search"), &alice)
+                .json(&json!({"query": "staging rollout", "mode": "keyword"})),
+            200,
+        )
+        .await;
+        let read = rows_read(&one, &pool, "task_messages").await - before;
+        let hits = found["hits"].as_array().unwrap();
+        assert_eq!(hits.len(), 1, "{found}");
+        assert_eq!(hits[0]["task_id"], id.as_str(), "{found}");
+        assert!(
+            read <= 20,
+            "the search read {read} messages for the task's 2"
+        );
+    }
+    // Every task's history is still searched without a task.
+    let found = expect(
+        app.post("/api/tasks/search", &alice)
+            .json(&json!({"query": "staging rollout", "mode": "keyword", "limit": 100})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"].as_array().unwrap().len(), 100, "{found}");
+}
+
 /// Gives each of `users` of tenant `t1` `tasks` tasks, each with a plan of `items` items and
 /// `actions` actions on each item, written straight into the tables.
 async fn load_plans(pool: &PgPool, users: &[String], tasks: i32, items: i32, actions: i32) {

@@ -43,43 +43,76 @@ pub struct Found {
     pub words_weight: Option<f32>,
 }
 
-/// The caller's texts matching the query's words, as a CTE `hits` (item keys and `tsv`); `$3`
-/// is the task, or NULL for every task.
-const HITS: &str = "hits AS MATERIALIZED (
+/// Which of the caller's texts a keyword statement reads, on a table aliased `alias`: one
+/// task's (`$3`), or every task's (`$3` null). Two statement texts, not one condition `$3 IS NULL
+/// OR task_id = $3`: a word search runs on a generic plan (see
+/// [`crate::search::begin_search`]), which cannot use that condition to reach one task, so a
+/// search of one task counted the texts of every task of the caller for its document
+/// frequencies (33,000 for one task's 700, in a check of its plans).
+fn of_tasks(alias: &str, one_task: bool) -> String {
+    if one_task {
+        format!("{alias}.task_id = $3")
+    } else {
+        // Binds `$3` all the same, so that both texts take the same parameters.
+        "$3::uuid IS NULL".to_owned()
+    }
+}
+
+/// The caller's texts matching the query's words, as a CTE `hits` (item keys and `tsv`), of
+/// one task or of all (see [`of_tasks`]).
+fn hits(one_task: bool) -> String {
+    format!(
+        "hits AS MATERIALIZED (
          SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
                 NULL::int AS char_offset, m.tsv
          FROM task_messages m, q
-         WHERE numnode(q.pos) > 0 AND m.tsv @@ q.q
-           AND ($3::uuid IS NULL OR m.task_id = $3)
+         WHERE numnode(q.pos) > 0 AND m.tsv @@ q.q AND {m}
        UNION ALL
          SELECT e.task_id, 'event', e.seq, NULL, NULL, e.tsv
          FROM task_events e, q
-         WHERE numnode(q.pos) > 0 AND e.tsv @@ q.q
-           AND ($3::uuid IS NULL OR e.task_id = $3)
+         WHERE numnode(q.pos) > 0 AND e.tsv @@ q.q AND {e}
        UNION ALL
          SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.tsv
          FROM task_snapshots s, q
-         WHERE numnode(q.pos) > 0 AND s.tsv @@ q.q
-           AND ($3::uuid IS NULL OR s.task_id = $3)
+         WHERE numnode(q.pos) > 0 AND s.tsv @@ q.q AND {s}
        UNION ALL
          SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
          FROM task_step_texts t, q
-         WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q
-           AND ($3::uuid IS NULL OR t.task_id = $3)
-     )";
+         WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q AND {t}
+     )",
+        m = of_tasks("m", one_task),
+        e = of_tasks("e", one_task),
+        s = of_tasks("s", one_task),
+        t = of_tasks("t", one_task),
+    )
+}
 
 /// Texts the document frequencies are taken over: all the caller's history, or one task's.
-const CORPUS: &str =
-    "SELECT (SELECT count(*) FROM task_messages WHERE $3::uuid IS NULL OR task_id = $3)
-          + (SELECT count(*) FROM task_events WHERE $3::uuid IS NULL OR task_id = $3)
-          + (SELECT count(*) FROM task_snapshots WHERE $3::uuid IS NULL OR task_id = $3)
-          + (SELECT count(*) FROM task_step_texts WHERE $3::uuid IS NULL OR task_id = $3)";
+fn corpus(one_task: bool) -> String {
+    let count = |table: &str| {
+        format!(
+            "(SELECT count(*) FROM {table} c WHERE {})",
+            of_tasks("c", one_task)
+        )
+    };
+    format!(
+        "SELECT {} + {} + {} + {}",
+        count("task_messages"),
+        count("task_events"),
+        count("task_snapshots"),
+        count("task_step_texts")
+    )
+}
 
 /// The start of a keyword statement: the query, the matching texts, and their scores (CTE
-/// `scored`). Binds `$1` (the ORed terms), `$2` (excluded terms) and `$3` (the task).
-fn keyword_ctes() -> String {
-    let ranking = idf_ranking("task_id, source, seq, part_index, char_offset", CORPUS);
-    format!("WITH {QUERY_CTE}, {HITS}, {ranking}")
+/// `scored`). Binds `$1` (the ORed terms), `$2` (excluded terms) and `$3` (the task, or null for
+/// every task, as `one_task` says).
+fn keyword_ctes(one_task: bool) -> String {
+    let ranking = idf_ranking(
+        "task_id, source, seq, part_index, char_offset",
+        &corpus(one_task),
+    );
+    format!("WITH {QUERY_CTE}, {}, {ranking}", hits(one_task))
 }
 
 /// The documents of items in a CTE `k` (`task_id`, `source`, `seq`, `part_index`, `char_offset`,
@@ -462,7 +495,7 @@ async fn by_words(
              SELECT d.* FROM docs d ORDER BY {order} OFFSET $4 LIMIT $5
          )
          {}",
-        keyword_ctes(),
+        keyword_ctes(task_id.is_some()),
         show("page", order, true),
         docs = DOCS.as_str(),
     );
@@ -514,7 +547,7 @@ async fn keyword_scores(
                    SELECT * FROM unnest($5::uuid[], $6::text[], $7::int8[], $8::int4[],
                                         $9::int4[]))
          ORDER BY ord",
-        keyword_ctes()
+        keyword_ctes(task_id.is_some())
     );
     // Runtime-checked: built from the shared ranking SQL (see `keyword_ctes`).
     let rows: Vec<Scored> = sqlx::query_as(&sql)
