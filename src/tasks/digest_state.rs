@@ -11,7 +11,7 @@
 //! made before that). With no replan in between, folding in pieces gives exactly
 //! [`super::digest::build`]'s answer over every message.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
@@ -47,11 +47,11 @@ pub struct DigestState {
     pub details: Vec<KeyDetail>,
     /// Distinct key details seen in all (and the number the next one gets).
     pub details_seen: usize,
-    /// The hashes of the details seen as a state stored before they had a table of their own
-    /// holds them, oldest first ([`seen_format`]); taken in by [`DigestState::remember`]'s
-    /// caller through [`DigestState::take_stored_hashes`], and never written again.
-    #[serde(rename = "seen", default, skip_serializing, with = "seen_format")]
-    stored_hashes: Option<VecDeque<u64>>,
+    /// The hashes of the details seen, oldest first, as a state stored before they had a table
+    /// of their own holds them (a JSON array of numbers); taken in by
+    /// [`DigestState::take_stored_hashes`], and never written again.
+    #[serde(rename = "seen", default, skip_serializing)]
+    stored_hashes: Option<Vec<u64>>,
     /// The latest number of each detail hash this state may meet, as far as it was told.
     #[serde(skip)]
     seen: HashMap<u64, usize>,
@@ -59,55 +59,6 @@ pub struct DigestState {
     /// a checkpoint adds to `task_digest_seen`.
     #[serde(skip)]
     numbered: Vec<(usize, u64)>,
-}
-
-/// The stored form of the detail hashes in states written before `task_digest_seen`: a JSON
-/// array of numbers, or one base64 string of their little-endian bytes.
-mod seen_format {
-    use std::collections::VecDeque;
-    use std::fmt;
-
-    use base64::Engine;
-    use base64::engine::general_purpose::STANDARD_NO_PAD;
-    use serde::Deserializer;
-    use serde::de::{self, SeqAccess, Visitor};
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Option<VecDeque<u64>>, D::Error> {
-        deserializer.deserialize_any(SeenVisitor).map(Some)
-    }
-
-    struct SeenVisitor;
-
-    impl<'de> Visitor<'de> for SeenVisitor {
-        type Value = VecDeque<u64>;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("base64 of 8-byte hashes, or an array of hashes")
-        }
-
-        fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
-            let bytes = STANDARD_NO_PAD.decode(text).map_err(E::custom)?;
-            if bytes.len() % 8 != 0 {
-                return Err(E::custom(
-                    "the seen hashes are not a whole number of 8 bytes",
-                ));
-            }
-            Ok(bytes
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect())
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut seen = VecDeque::with_capacity(seq.size_hint().unwrap_or(0));
-            while let Some(hash) = seq.next_element::<u64>()? {
-                seen.push_back(hash);
-            }
-            Ok(seen)
-        }
-    }
 }
 
 /// An item's title as the done-claims match it: its words without stopwords, sorted. Titles with
@@ -436,29 +387,22 @@ mod tests {
             numbered.into_iter().map(|(_, h)| h).collect()
         };
         assert!(hashes.iter().any(|h| *h > i64::MAX as u64));
-        let base64 = {
-            use base64::Engine;
-            let bytes: Vec<u8> = hashes.iter().flat_map(|h| h.to_le_bytes()).collect();
-            base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
-        };
-        // The two earlier forms: every hash a JSON number, or one base64 string.
-        for form in [serde_json::json!(hashes), serde_json::json!(base64)] {
-            let mut stored = serde_json::to_value(&state).unwrap();
-            stored["seen"] = form;
-            let mut read: DigestState = serde_json::from_value(stored).unwrap();
-            read.take_stored_hashes();
-            let (to_store, _) = read.numbered_to_store();
-            assert_eq!(to_store.len(), 300);
-            // A detail seen before is not new, one never seen is.
-            let next = vec![
-                message(301, "id=7x".into()),
-                message(302, "id=9999x".into()),
-            ];
-            read.fold(&[], &next);
-            assert_eq!(read.details_seen, 301);
-        }
+        // The earlier form: every hash a JSON number.
+        let mut stored = serde_json::to_value(&state).unwrap();
+        stored["seen"] = serde_json::json!(hashes);
+        let mut read: DigestState = serde_json::from_value(stored).unwrap();
+        read.take_stored_hashes();
+        let (to_store, _) = read.numbered_to_store();
+        assert_eq!(to_store.len(), 300);
+        // A detail seen before is not new, one never seen is.
+        let next = vec![
+            message(301, "id=7x".into()),
+            message(302, "id=9999x".into()),
+        ];
+        read.fold(&[], &next);
+        assert_eq!(read.details_seen, 301);
         // Not hashes: refused, not read as something else.
-        for bad in [serde_json::json!("AAAA"), serde_json::json!("not base64!")] {
+        for bad in [serde_json::json!("AAAA"), serde_json::json!([-1, "x"])] {
             let mut stored = serde_json::to_value(&state).unwrap();
             stored["seen"] = bad;
             assert!(serde_json::from_value::<DigestState>(stored).is_err());

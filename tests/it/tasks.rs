@@ -1511,6 +1511,16 @@ async fn digest_of_every_message(pool: &PgPool, served: &Value) -> Value {
     serde_json::to_value(digest::build(&facts, &items, &messages, 5)).unwrap()
 }
 
+/// "Where was I?" asked of task `id`: the answer.
+async fn where_was_i(app: &TestApp, token: &str, id: &str) -> Value {
+    expect(
+        app.post(&format!("/api/tasks/{id}/query"), token)
+            .json(&json!({"query": "where was I?"})),
+        200,
+    )
+    .await
+}
+
 /// Of the one digest state in `pool`: whether it holds its detail hashes as a list, how many
 /// details it has seen, and the rows of `task_digest_seen`.
 async fn seen_details(pool: &PgPool) -> (bool, i64, i64) {
@@ -1563,12 +1573,7 @@ async fn a_long_history_is_digested_from_its_checkpoint(pool: PgPool) {
         .unwrap();
     assert_eq!(through, 128, "a checkpoint every 64 messages");
 
-    let body = expect(
-        app.post(&format!("/api/tasks/{id}/query"), &token)
-            .json(&json!({"query": "where was I?"})),
-        200,
-    )
-    .await;
+    let body = where_was_i(&app, &token, &id).await;
     let served = &body["digest"];
     assert_eq!(served["inferred"], json!([1, 2, 3]), "{served}");
     assert_eq!(served["message_count"], 150);
@@ -1619,12 +1624,7 @@ async fn a_long_history_is_digested_from_its_checkpoint(pool: PgPool) {
         )
         .await;
     }
-    let body = expect(
-        app.post(&format!("/api/tasks/{id}/query"), &token)
-            .json(&json!({"query": "where was I?"})),
-        200,
-    )
-    .await;
+    let body = where_was_i(&app, &token, &id).await;
     let served = &body["digest"];
     assert_eq!(served["message_count"], 152);
     assert_eq!(served, &digest_of_every_message(&pool, served).await);

@@ -65,9 +65,6 @@ impl Client {
 /// 100x user, 1,023 and 1,000 for the small one.
 pub(crate) const LOADED_TASK: &str = "00000000-0000-7000-8000-5ca1e0000001";
 
-/// Messages between two checkpoints of a task's digest state (as the service folds them).
-const DIGEST_CHECKPOINT: i64 = 64;
-
 /// The `created_before` that lists the loaded memories from the eleventh oldest down:
 /// `bench/scale-load.sql` creates them one a second from 2026-01-01, the oldest first.
 const ELEVENTH_LOADED_MEMORY_BEFORE: &str = "2026-01-01T00:00:11Z";
@@ -136,47 +133,33 @@ async fn task_message(client: &Client, task: &str, message: &str) -> Result<Valu
 /// memories up to that one. Without them, the second page of the user's memories, after storing
 /// 25 when it has fewer than 20.
 async fn deep_cursor(client: &Client) -> Result<String, String> {
-    let list = get_json(
-        client,
-        &format!("/api/memories?limit=1&created_before={ELEVENTH_LOADED_MEMORY_BEFORE}"),
-    )
-    .await?
-    .unwrap_or_default();
-    if let Some(cursor) = list["next_cursor"].as_str() {
+    let list = |path: String| async move {
+        Ok::<_, String>(get_json(client, &path).await?.unwrap_or_default())
+    };
+    let loaded = list(format!(
+        "/api/memories?limit=1&created_before={ELEVENTH_LOADED_MEMORY_BEFORE}"
+    ))
+    .await?;
+    if let Some(cursor) = loaded["next_cursor"].as_str() {
         return Ok(cursor.to_owned());
     }
-    for attempt in 0..2 {
-        let first = get_json(client, "/api/memories?limit=10")
-            .await?
-            .unwrap_or_default();
-        if let Some(cursor) = first["next_cursor"].as_str()
-            && first["items"]
-                .as_array()
-                .is_some_and(|items| items.len() == 10)
-        {
-            let second = get_json(client, &format!("/api/memories?limit=10&cursor={cursor}"))
-                .await?
-                .unwrap_or_default();
-            if second["items"]
-                .as_array()
-                .is_some_and(|items| items.len() == 10)
-            {
-                return Ok(cursor.to_owned());
-            }
-        }
-        if attempt == 0 {
-            for i in 0..25 {
-                let body = json!({"content": kilobyte(i), "description": "bench page"});
-                send_json(
-                    client.http.post(client.url("/api/memories")),
-                    &client.token,
-                    &body,
-                )
-                .await?;
-            }
+    let twenty = list("/api/memories?limit=20".to_owned()).await?;
+    if twenty["items"].as_array().map_or(0, Vec::len) < 20 {
+        for i in 0..25 {
+            let body = json!({"content": kilobyte(i), "description": "bench page"});
+            send_json(
+                client.http.post(client.url("/api/memories")),
+                &client.token,
+                &body,
+            )
+            .await?;
         }
     }
-    Err("no second page of memories after storing 25".into())
+    let first = list("/api/memories?limit=10".to_owned()).await?;
+    first["next_cursor"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| "no second page of memories after storing 25".to_owned())
 }
 
 pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), String> {
@@ -268,7 +251,8 @@ pub(crate) async fn prepare(scenario: &str, client: &mut Client) -> Result<(), S
         "task-query" => match loaded_task(client).await? {
             Some(task) => {
                 let messages = task["counts"]["messages"].as_i64().unwrap_or(0);
-                if client.id == 0 && messages % DIGEST_CHECKPOINT == DIGEST_CHECKPOINT - 1 {
+                let checkpoint = i64::from(mnemo::tasks::store::DIGEST_CHECKPOINT);
+                if client.id == 0 && messages % checkpoint == checkpoint - 1 {
                     task_message(
                         client,
                         LOADED_TASK,

@@ -29,6 +29,16 @@ pub async fn digest_state(tx: &mut Scoped, task_id: Uuid) -> Result<DigestState,
     Ok(state)
 }
 
+/// A 64-bit detail hash as `task_digest_seen.hash` holds it (a signed integer, same bits).
+fn hash_column(hash: u64) -> i64 {
+    i64::from_ne_bytes(hash.to_ne_bytes())
+}
+
+/// A detail hash from `task_digest_seen.hash`.
+fn hash_of_column(column: i64) -> u64 {
+    u64::from_ne_bytes(column.to_ne_bytes())
+}
+
 /// Tells `state` the latest numbers of the detail hashes of `messages` it has not folded yet,
 /// from `task_digest_seen`: what [`DigestState::fold`] needs to count each detail once. The
 /// scope is compared through sub-selects (see [`crate::search::scope_unseen`]), so that the
@@ -42,7 +52,7 @@ pub async fn remember_seen(
     let hashes: Vec<i64> = state
         .hashes_to_fold(messages)
         .into_iter()
-        .map(|h| i64::from_ne_bytes(h.to_ne_bytes()))
+        .map(hash_column)
         .collect();
     if hashes.is_empty() {
         return Ok(());
@@ -58,12 +68,10 @@ pub async fn remember_seen(
     )
     .fetch_all(&mut *tx)
     .await?;
-    state.remember(rows.into_iter().map(|r| {
-        (
-            u64::from_ne_bytes(r.hash.to_ne_bytes()),
-            usize::try_from(r.n).unwrap_or(0),
-        )
-    }));
+    state.remember(
+        rows.into_iter()
+            .map(|r| (hash_of_column(r.hash), usize::try_from(r.n).unwrap_or(0))),
+    );
     Ok(())
 }
 
@@ -105,12 +113,7 @@ pub async fn checkpoint_digest(tx: &mut Scoped, task_id: Uuid) -> Result<(), sql
     let (numbered, forgotten_below) = state.numbered_to_store();
     let (numbers, hashes): (Vec<i64>, Vec<i64>) = numbered
         .into_iter()
-        .map(|(n, h)| {
-            (
-                i64::try_from(n).unwrap_or(i64::MAX),
-                i64::from_ne_bytes(h.to_ne_bytes()),
-            )
-        })
+        .map(|(n, h)| (i64::try_from(n).unwrap_or(i64::MAX), hash_column(h)))
         .unzip();
     sqlx::query!(
         "INSERT INTO task_digest_seen (tenant_id, user_id, task_id, n, hash)
