@@ -488,7 +488,7 @@ fn probe_sql(corpus: &Corpus) -> String {
 /// The oldest of the caller's newest [`KEYWORD_SAMPLE`] texts of `corpus`, as a search of the
 /// last minute read it (see [`crate::search::sizes`]) or read now; `None` when the caller has
 /// fewer.
-async fn sample_edge(
+pub async fn sample_edge(
     conn: &mut Scoped,
     corpus: &Corpus,
 ) -> Result<Option<SampleEdge>, sqlx::Error> {

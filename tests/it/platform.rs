@@ -591,6 +591,19 @@ async fn word_lookups_find_only_the_callers_rows(pool: PgPool) {
                 200,
             )
             .await;
+            let task = expect(
+                app.post("/api/tasks", token)
+                    .json(&json!({"name": format!("trip {n}")})),
+                201,
+            )
+            .await;
+            let task = task["id"].as_str().unwrap();
+            expect(
+                app.post(&format!("/api/tasks/{task}/update"), token)
+                    .json(&json!({"message": "booked zanzibar"})),
+                200,
+            )
+            .await;
         }
     }
     let db = mnemo::db::Db::new(pool.clone());
@@ -599,34 +612,39 @@ async fn word_lookups_find_only_the_callers_rows(pool: PgPool) {
         .enumerate()
     {
         let mut tx = db.scoped(&principal(tenant, user)).await.expect("begin");
-        let counts: (i64, i64, i64) = sqlx::query_as(
+        let counts: (i64, i64, i64, i64) = sqlx::query_as(
             "SELECT (SELECT count(*) FROM mnemo_message_matches(ARRAY['zanzibar'], NULL)),
                     (SELECT count(*) FROM mnemo_chunk_matches(ARRAY['zanzibar'], NULL)),
-                    (SELECT count(*) FROM mnemo_summary_matches(ARRAY['zanzibar'], NULL))",
+                    (SELECT count(*) FROM mnemo_summary_matches(ARRAY['zanzibar'], NULL)),
+                    (SELECT count(*) FROM mnemo_task_matches(ARRAY['zanzibar'], NULL))",
         )
         .fetch_one(&mut tx)
         .await
         .expect("lookups");
         let n = i as i64 + 1;
-        assert_eq!(counts, (n, n, n), "{tenant}/{user}");
+        assert_eq!(counts, (n, n, n, n), "{tenant}/{user}");
         // A limit holds, and a user of the same name in another tenant is someone else.
-        let limited: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM mnemo_message_matches(ARRAY['zanzibar'], 1)")
-                .fetch_one(&mut tx)
-                .await
-                .expect("limited");
-        assert_eq!(limited, 1);
+        let limited: (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM mnemo_message_matches(ARRAY['zanzibar'], 1)),
+                    (SELECT count(*) FROM mnemo_task_matches(ARRAY['zanzibar'], 1))",
+        )
+        .fetch_one(&mut tx)
+        .await
+        .expect("limited");
+        assert_eq!(limited, (1, 1));
     }
 
     // No scope: nothing, even for the superuser calling them directly.
-    let unscoped: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM mnemo_message_matches(ARRAY['zanzibar'], NULL)")
-            .fetch_one(&pool)
-            .await
-            .expect("unscoped");
+    let unscoped: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM mnemo_message_matches(ARRAY['zanzibar'], NULL))
+              + (SELECT count(*) FROM mnemo_task_matches(ARRAY['zanzibar'], NULL))",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("unscoped");
     assert_eq!(unscoped, 0);
 
-    // Exactly these three run with their owner's rights, with a fixed search path, callable by
+    // Exactly these four run with their owner's rights, with a fixed search path, callable by
     // mnemo_app and by no other role of the service.
     let definers: Vec<(String, bool, bool, bool)> = sqlx::query_as(
         "SELECT p.proname::text,
@@ -648,6 +666,7 @@ async fn word_lookups_find_only_the_callers_rows(pool: PgPool) {
             ("mnemo_chunk_matches".to_owned(), true, true, false),
             ("mnemo_message_matches".to_owned(), true, true, false),
             ("mnemo_summary_matches".to_owned(), true, true, false),
+            ("mnemo_task_matches".to_owned(), true, true, false),
         ]
     );
 }

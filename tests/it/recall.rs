@@ -2435,7 +2435,8 @@ async fn a_recall_searches_only_the_kinds_the_caller_has(pool: PgPool) {
              FROM (SELECT CASE WHEN statement LIKE '%summary_tsv%agent_memory_chunks%'
                                  OR statement LIKE '%agent_memory_chunks%summary_tsv%'
                                THEN 'memories'
-                               WHEN statement LIKE '%task_step_texts%' THEN 'tasks'
+                               WHEN statement LIKE '%task_step_texts%'
+                                 AND statement LIKE '%scored%' THEN 'tasks'
                                WHEN statement LIKE '%EXISTS%FROM tasks%' THEN 'probe'
                           END AS kind, generic_plans + custom_plans AS n
                    FROM pg_prepared_statements
@@ -2643,6 +2644,171 @@ async fn task_keyword_hits_far_from_the_query_are_scored_by_meaning(pool: PgPool
     );
     let rank = zebra["vector_rank"].as_u64().unwrap();
     assert!(rank > 100, "it is not among the nearest: {zebra}");
+}
+
+/// Gives `user` (tenant acme) a task named `name` made now, with `count` progress messages
+/// (`text`, an SQL expression of the message's number `i`, from 0) written straight into the
+/// table, a second apart; answers its id.
+async fn load_task_history(
+    pool: &PgPool,
+    user: &str,
+    name: &str,
+    count: i64,
+    text: &str,
+) -> String {
+    let id = uuid::Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO tasks (tenant_id, user_id, id, name, message_count)
+         VALUES ('acme', $1, $2, $3, $4)",
+    )
+    .bind(user)
+    .bind(id)
+    .bind(name)
+    .bind(count as i32)
+    .execute(pool)
+    .await
+    .unwrap();
+    // Test-only: `text` is an SQL expression written by the test itself.
+    sqlx::query(&format!(
+        "INSERT INTO task_messages (tenant_id, user_id, task_id, seq, role, content, msg_type,
+                                    created_at)
+         SELECT 'acme', $1, $2, i + 1, 'agent', {text}, 'progress',
+                timestamptz '2026-01-01' + i * interval '1 second'
+         FROM generate_series(0, $3 - 1) i"
+    ))
+    .bind(user)
+    .bind(id)
+    .bind(count)
+    .execute(pool)
+    .await
+    .unwrap();
+    id.to_string()
+}
+
+/// A task history longer than the keyword sample, searched across every task: a text holding a
+/// rare word is found however old, and ranks first; common words alone rank the newest texts;
+/// another user's history stays out; and a second search reads the sample and the rare word's
+/// matches, not the history. In a hybrid search an old text the vector side finds still gets
+/// its keyword score, although only its common words match.
+#[sqlx::test]
+async fn a_search_of_a_long_task_history_reads_a_bounded_share_of_it(pool: PgPool) {
+    let one = one_connection(&pool).await;
+    let app = with_embedder(one.clone(), Embedder::hashing(256)).await;
+    let alice = app.token("acme", "alice");
+    let sample = mnemo::search::query::KEYWORD_SAMPLE;
+    // The oldest task, through the API (so that it is embedded): its message holds only the
+    // common words and `lakeside`.
+    let first = expect(
+        app.post("/api/tasks", &alice)
+            .json(&json!({"name": "first"})),
+        201,
+    )
+    .await;
+    let first = first["id"].as_str().unwrap().to_owned();
+    expect(
+        app.post(&format!("/api/tasks/{first}/update"), &alice)
+            .json(&json!({"message": "the nightly deploy went by the lakeside"})),
+        200,
+    )
+    .await;
+    drain(&app).await;
+    let old = load_task_history(
+        &pool,
+        "alice",
+        "old",
+        sample,
+        "CASE WHEN i = 0 THEN 'the nightly deploy went to zanzibar'
+              ELSE 'the nightly deploy went fine ' || i END",
+    )
+    .await;
+    let new = load_task_history(
+        &pool,
+        "alice",
+        "new",
+        sample * 2,
+        "'the nightly deploy went fine ' || i",
+    )
+    .await;
+    load_task_history(
+        &pool,
+        "bob",
+        "bobs",
+        sample * 2,
+        "'the nightly deploy went fine ' || i",
+    )
+    .await;
+    sqlx::query("ANALYZE task_messages")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let search = |query: &str, mode: &str| {
+        app.post("/api/tasks/search", &alice)
+            .json(&json!({"query": query, "mode": mode, "limit": 3}))
+    };
+    for round in 0..2 {
+        let before = crate::common::rows_read(&one, &pool, "task_messages").await;
+        let found = expect(
+            search("where did the nightly deploy go? zanzibar", "keyword"),
+            200,
+        )
+        .await;
+        let read = crate::common::rows_read(&one, &pool, "task_messages").await - before;
+        let hits = found["hits"].as_array().unwrap();
+        assert_eq!(hits[0]["task_id"], old.as_str(), "{found}");
+        assert_eq!(hits[0]["seq"], 1, "{found}");
+        assert!(hits[0]["rank"].as_f64().unwrap() > hits[1]["rank"].as_f64().unwrap());
+        // The first search counts the history and the common words in the sample. The second
+        // reads the sample, the rare word's matches, and the documents of the candidates it
+        // ranks (at most 1,000 of the sample's), of a history three times the sample.
+        if round == 1 {
+            assert!(
+                read <= sample + 1100,
+                "the search read {read} of {} messages",
+                sample * 3 + 1
+            );
+        }
+    }
+    // Only common words: the newest texts.
+    let found = expect(search("nightly deploy", "keyword"), 200).await;
+    assert_eq!(found["hits"][0]["task_id"], new.as_str(), "{found}");
+    assert_eq!(found["hits"][0]["seq"], sample * 2, "{found}");
+    // Bob holds no such word.
+    let bob = app.token("acme", "bob");
+    let found = expect(
+        app.post("/api/tasks/search", &bob)
+            .json(&json!({"query": "zanzibar", "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"], json!([]), "{found}");
+    // A chat's recall finds it too.
+    let found = expect(
+        app.post("/api/recall", &alice)
+            .json(&json!({"query": "zanzibar deploy", "kinds": ["task"], "mode": "keyword"})),
+        200,
+    )
+    .await;
+    assert_eq!(found["hits"][0]["task_id"], old.as_str(), "{found}");
+    // The first task's message is far older than the sample and holds only common words of
+    // this query; the vector side finds it, and the keyword side scores it all the same.
+    let found = expect(
+        app.post("/api/tasks/search", &alice)
+            .json(&json!({"query": "nightly deploy", "mode": "hybrid", "limit": 100})),
+        200,
+    )
+    .await;
+    let lakeside = found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["task_id"] == first.as_str() && h["source"] == "message")
+        .unwrap_or_else(|| panic!("the embedded message is a hit: {found}"));
+    assert!(lakeside["vector_rank"].is_u64(), "{lakeside}");
+    assert!(
+        lakeside["keyword_rank"].is_u64(),
+        "its words scored: {lakeside}"
+    );
 }
 
 /// `semantic` ranks by similarity, `hybrid` (the default) reports both sides, pages follow, and

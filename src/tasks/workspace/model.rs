@@ -129,8 +129,10 @@ pub struct SearchRequest {
     #[serde(default)]
     pub cursor: Option<String>,
     /// `keyword`, `semantic` or `hybrid`; default `hybrid` when the server has an embedder,
-    /// else `keyword`. `keyword` pages through every match; `semantic` and `hybrid` through the
-    /// best 100 of each side.
+    /// else `keyword`. `keyword` pages through every match of one task, and of all tasks while
+    /// the caller's task history holds fewer than 5,000 texts; across a longer history, through
+    /// every match of the query's rare words and the newest 1,000 matches among the newest
+    /// 5,000 texts. `semantic` and `hybrid` page through the best 100 of each side.
     #[serde(default)]
     pub mode: Option<crate::search::SearchMode>,
 }

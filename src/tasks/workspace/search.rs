@@ -2,7 +2,9 @@
 //! results), of one task or of all the caller's tasks: by words, by meaning, or both.
 //!
 //! By words the query's terms are ORed and ranked by [`idf_ranking`] like every other search,
-//! and the whole ranking pages by offset. By meaning each item is compared with the query's
+//! and the ranking pages by offset: over every match of one task, or of all tasks while the
+//! caller's task history is shorter than the keyword sample; over a longer one, over the
+//! candidates the sample bounds, as the message search bounds them (see [`TASKS_CORPUS`]). By meaning each item is compared with the query's
 //! embedding through `task_vectors` (filled by the background indexer). Both sides contribute
 //! their best [`CANDIDATES`], each candidate is scored on both sides, and
 //! [`fuse`](crate::search::fuse) ranks them; a hybrid or semantic search pages through that list.
@@ -11,15 +13,21 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
-use sqlx::FromRow;
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryAs;
+use sqlx::{FromRow, Postgres};
 use uuid::Uuid;
 
 use super::model::*;
 use crate::db::Scoped;
 use crate::error::ApiResult;
 use crate::search::fusion::{candidates, set_crowding, words_weight};
-use crate::search::query::{QUERY_CTE, idf_ranking};
+use crate::search::query::{
+    BoundedTerms, Corpus, KEYWORD_SAMPLE, QUERY_CTE, Ranking, bounded_terms_cte, choose_ranking,
+    idf_ranking, matches_cte, recent_matches, sample_edge, scored_cte,
+};
 use crate::search::similarity::{alone_vector, grouped_cte, mean_similarity};
+use crate::search::sizes::SampleEdge;
 use crate::search::{QueryVector, SearchMode, TextQuery, fuse, scope_unseen};
 
 /// Most candidates each side contributes to a semantic or hybrid ranking.
@@ -43,7 +51,7 @@ pub struct Found {
     pub words_weight: Option<f32>,
 }
 
-/// Which of the caller's texts a keyword statement reads, on a table aliased `alias`: one
+/// Which of the caller's texts a keyword statement counts, on a table aliased `alias`: one
 /// task's (`$3`), or every task's (`$3` null). Two statement texts, not one condition `$3 IS NULL
 /// OR task_id = $3`: a word search runs on a generic plan (see
 /// [`crate::search::begin_search`]), which cannot use that condition to reach one task, so a
@@ -58,9 +66,22 @@ fn of_tasks(alias: &str, one_task: bool) -> String {
     }
 }
 
+/// The keys of an item of task history, as its CTEs name them.
+const ITEM_KEYS: &str = "task_id, source, seq, part_index, char_offset";
+
 /// The caller's texts matching the query's words, as a CTE `hits` (item keys and `tsv`), of
-/// one task or of all (see [`of_tasks`]).
-fn hits(one_task: bool) -> String {
+/// one task or of all (see [`of_tasks`]). All tasks' are found through the word indexes
+/// (`mnemo_task_matches`), which read the matches of the query's words only; one task's by
+/// reading that task's texts, which bound the search whatever the caller's other tasks hold.
+fn exact_hits(one_task: bool) -> String {
+    if !one_task {
+        return "hits AS MATERIALIZED (
+             SELECT h.task_id, h.source, h.seq, h.part_index, h.char_offset, h.tsv
+             FROM q, mnemo_task_matches(q.terms, NULL) h
+             WHERE numnode(q.pos) > 0 AND h.tsv @@ q.q
+         )"
+        .to_owned();
+    }
     format!(
         "hits AS MATERIALIZED (
          SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
@@ -80,10 +101,10 @@ fn hits(one_task: bool) -> String {
          FROM task_step_texts t, q
          WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q AND {t}
      )",
-        m = of_tasks("m", one_task),
-        e = of_tasks("e", one_task),
-        s = of_tasks("s", one_task),
-        t = of_tasks("t", one_task),
+        m = of_tasks("m", true),
+        e = of_tasks("e", true),
+        s = of_tasks("s", true),
+        t = of_tasks("t", true),
     )
 }
 
@@ -104,15 +125,286 @@ fn corpus(one_task: bool) -> String {
     )
 }
 
-/// The start of a keyword statement: the query, the matching texts, and their scores (CTE
-/// `scored`). Binds `$1` (the ORed terms), `$2` (excluded terms) and `$3` (the task, or null for
-/// every task, as `one_task` says).
-fn keyword_ctes(one_task: bool) -> String {
-    let ranking = idf_ranking(
-        "task_id, source, seq, part_index, char_offset",
-        &corpus(one_task),
+/// The newest of one table's task texts of the caller, by task (a task's id is a UUIDv7, so
+/// tasks come in the order they were made) and sequence number: at most the sample
+/// (`KEYWORD_SAMPLE`, checked below), with the columns `task_id`, `seq` (`int8`) and `$extra`.
+/// A branch of the merged order of all four tables, which reads each table's primary key
+/// backwards; the tables' sequence numbers are not all of one type, so PostgreSQL cannot merge
+/// the four orders itself, and the branches' limits keep it from sorting every text.
+macro_rules! newest_of {
+    ($table:literal, $extra:literal) => {
+        concat!(
+            "(SELECT x.task_id, x.seq::int8 AS seq",
+            $extra,
+            " FROM ",
+            $table,
+            " x WHERE x.tenant_id = current_setting('mnemo.tenant')
+               AND x.user_id = current_setting('mnemo.user')
+             ORDER BY x.task_id DESC, x.seq DESC LIMIT 5000)"
+        )
+    };
+}
+
+/// The caller's task texts newest first (see [`newest_of`]), with the columns `task_id`, `seq`
+/// and `$extra`; without a limit of its own beyond the sample.
+macro_rules! newest_task_texts {
+    ($select:literal, $extra:literal) => {
+        concat!(
+            $select,
+            " FROM (",
+            newest_of!("task_messages", $extra),
+            " UNION ALL ",
+            newest_of!("task_events", $extra),
+            " UNION ALL ",
+            newest_of!("task_snapshots", $extra),
+            " UNION ALL ",
+            newest_of!("task_step_texts", $extra),
+            ") r ORDER BY r.task_id DESC, r.seq DESC"
+        )
+    };
+}
+
+// The branches of `newest_of` hold the sample.
+const _: () = assert!(KEYWORD_SAMPLE == 5000);
+
+/// The task texts a keyword search of every task ranks (see [`Corpus`]): the messages,
+/// execution-log events, snapshots and step texts of all the caller's tasks, newest first by task
+/// and sequence number.
+pub(crate) const TASKS_CORPUS: Corpus = Corpus {
+    kind: "tasks",
+    recent: newest_task_texts!("SELECT r.tsv", ", x.tsv"),
+    // Through the word indexes (see `mnemo_task_matches`).
+    matching: "SELECT 1 FROM mnemo_task_matches(ARRAY[t.term], $4)",
+    corpus: "SELECT (SELECT count(*) FROM task_messages c
+                     WHERE c.tenant_id = current_setting('mnemo.tenant')
+                       AND c.user_id = current_setting('mnemo.user'))
+                  + (SELECT count(*) FROM task_events c
+                     WHERE c.tenant_id = current_setting('mnemo.tenant')
+                       AND c.user_id = current_setting('mnemo.user'))
+                  + (SELECT count(*) FROM task_snapshots c
+                     WHERE c.tenant_id = current_setting('mnemo.tenant')
+                       AND c.user_id = current_setting('mnemo.user'))
+                  + (SELECT count(*) FROM task_step_texts c
+                     WHERE c.tenant_id = current_setting('mnemo.tenant')
+                       AND c.user_id = current_setting('mnemo.user'))",
+    recent_keys: newest_task_texts!("SELECT r.task_id AS id, r.seq AS n", ""),
+    matching_keys: "SELECT task_id, seq FROM mnemo_task_matches(ARRAY[t.term], $4)",
+    in_sample: "(m.task_id, m.seq) >= ($5::uuid, $6::int8)",
+};
+
+/// How a keyword search of task history ranks: a search of one task, or of a history shorter
+/// than the sample, every match exactly; a search of all of a long history, a bounded candidate
+/// set (see [`bounded_ctes`]).
+enum TaskRanking {
+    Exact,
+    Bounded(BoundedTerms, SampleEdge),
+    /// The query has no terms.
+    Nothing,
+}
+
+/// Chooses the ranking of a search of `text` in the caller's task history (one task's, with
+/// `task_id`); see [`choose_ranking`].
+async fn task_ranking(
+    tx: &mut Scoped,
+    task_id: Option<Uuid>,
+    text: &TextQuery,
+) -> Result<TaskRanking, sqlx::Error> {
+    if task_id.is_some() {
+        return Ok(TaskRanking::Exact);
+    }
+    Ok(match choose_ranking(tx, &TASKS_CORPUS, text).await? {
+        Ranking::Exact { .. } => TaskRanking::Exact,
+        Ranking::Nothing => TaskRanking::Nothing,
+        Ranking::Bounded(bounded) => match sample_edge(tx, &TASKS_CORPUS).await? {
+            Some(edge) => TaskRanking::Bounded(bounded, edge),
+            // The history shrank under the sample since it was counted.
+            None => TaskRanking::Exact,
+        },
+    })
+}
+
+/// One of the caller's task texts of the table `table` (aliased `alias`) at or past the
+/// sample's oldest text (`${edge}` its task, `${edge + 1}` its sequence number) that matches the
+/// query, with the item keys (`source` for a table of one source) and `tsv`.
+fn recent_of(table: &str, alias: &str, source: &str, step: bool, edge: usize) -> String {
+    let (part, offset) = if step {
+        (
+            format!("{alias}.part_index"),
+            format!("{alias}.char_offset"),
+        )
+    } else {
+        ("NULL::int".to_owned(), "NULL::int".to_owned())
+    };
+    format!(
+        "SELECT {alias}.task_id, {source} AS source, {alias}.seq::int8 AS seq,
+                {part} AS part_index, {offset} AS char_offset, {alias}.tsv
+         FROM {table} {alias}
+         WHERE {alias}.tenant_id = current_setting('mnemo.tenant')
+           AND {alias}.user_id = current_setting('mnemo.user')
+           AND ({alias}.task_id, {alias}.seq) >= (${edge}::uuid, ${}::int8)
+           -- The query as an init plan: tested as each text is read.
+           AND {alias}.tsv @@ (SELECT q.q FROM q WHERE numnode(q.pos) > 0)",
+        edge + 1
+    )
+}
+
+/// The CTEs `also` (item keys and `tsv`): the items whose keys are the arrays `${keys}` to
+/// `${keys + 4}` (task, source, seq, part, offset as in [`Item`]), each looked up by its key.
+fn also_cte(keys: usize) -> String {
+    let k = |i: usize| format!("${}", keys + i);
+    let items = format!(
+        "unnest({}::uuid[], {}::text[], {}::int8[], {}::int4[], {}::int4[])
+             AS k(task_id, source, seq, part_index, char_offset)",
+        k(0),
+        k(1),
+        k(2),
+        k(3),
+        k(4)
     );
-    format!("WITH {QUERY_CTE}, {}, {ranking}", hits(one_task))
+    format!(
+        "also AS MATERIALIZED (
+         SELECT m.task_id, 'message'::text AS source, m.seq::int8 AS seq, NULL::int AS part_index,
+                NULL::int AS char_offset, m.tsv
+         FROM {items}
+         {messages}
+         WHERE k.source = 'message'
+       UNION ALL
+         SELECT e.task_id, 'event', e.seq, NULL, NULL, e.tsv
+         FROM {items}
+         {events}
+         WHERE k.source = 'event'
+       UNION ALL
+         SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.tsv
+         FROM {items}
+         {snapshots}
+         WHERE k.source = 'snapshot'
+       UNION ALL
+         SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
+         FROM {items}
+         CROSS JOIN LATERAL (
+             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
+             FROM task_step_texts t
+             WHERE {texts_scope}
+               AND t.task_id = k.task_id AND t.seq = k.seq AND t.part_index = k.part_index
+               AND t.char_offset = k.char_offset AND t.kind = k.source
+             LIMIT 1
+         ) t
+     )",
+        messages = by_seq("task_messages", "m", "m.task_id, m.seq, m.tsv"),
+        events = by_seq("task_events", "e", "e.task_id, e.seq, e.tsv"),
+        snapshots = by_seq("task_snapshots", "s", "s.task_id, s.seq, s.tsv"),
+        texts_scope = scope_unseen("t"),
+    )
+}
+
+/// The CTEs of a bounded keyword ranking of all the caller's task history, after the query's
+/// (`$1`, `$2`): the query's terms with their estimated frequencies, and the candidates, as the
+/// message search bounds them (see `crate::conversations::search`): every text holding a rare
+/// term, found through the word indexes with its exact frequency, and the newest matches among
+/// the sample's texts (those at or past its oldest), at most a bound of them; with `also` (the
+/// parameter of the first of its key arrays), the other side's candidates however old. The
+/// parameters from `${first}` on: the terms (`text[]`), their estimates (`float8[]`), the rare
+/// terms (`text[]`), the corpus size (`float8`), the most recent matches (`int8`), the sample's
+/// oldest text's task (`uuid`) and sequence number (`int8`), as [`bind_bounded`] binds them.
+fn bounded_ctes(first: usize, also: Option<usize>) -> String {
+    let p = |i: usize| format!("${}", first + i);
+    let edge = first + 5;
+    let (also_cte, also_hits) = match also {
+        Some(keys) => (
+            format!(", {}", also_cte(keys)),
+            "UNION ALL SELECT a.* FROM also a, q WHERE numnode(q.pos) > 0 AND a.tsv @@ q.q",
+        ),
+        None => (String::new(), ""),
+    };
+    format!(
+        "{terms}, rare_hits AS MATERIALIZED (
+             SELECT r.task_id, r.source, r.seq, r.part_index, r.char_offset, r.tsv
+             FROM mnemo_task_matches({rare}::text[], NULL) r
+             WHERE cardinality({rare}::text[]) > 0
+         ), recent AS MATERIALIZED (
+             SELECT r.* FROM (
+                 {messages}
+               UNION ALL
+                 {events}
+               UNION ALL
+                 {snapshots}
+               UNION ALL
+                 {texts}
+             ) r
+             ORDER BY r.task_id DESC, r.seq DESC LIMIT {recent}
+         ){also_cte}, hits AS MATERIALIZED (
+             SELECT DISTINCT ON ({ITEM_KEYS}) *
+             FROM (SELECT r.* FROM rare_hits r, q WHERE numnode(q.pos) > 0 AND r.tsv @@ q.q
+                   UNION ALL SELECT * FROM recent
+                   {also_hits}) u
+         ), df AS (
+             SELECT t.term,
+                    coalesce(t.estimate, (SELECT count(*) FROM rare_hits r WHERE r.tsv @@ t.tq))
+                        AS n
+             FROM terms t
+         ), {matches}, {scored}",
+        terms = bounded_terms_cte(&p(0), &p(1)),
+        rare = p(2),
+        recent = p(4),
+        messages = recent_of("task_messages", "m", "'message'::text", false, edge),
+        events = recent_of("task_events", "e", "'event'::text", false, edge),
+        snapshots = recent_of("task_snapshots", "s", "'snapshot'::text", false, edge),
+        texts = recent_of("task_step_texts", "t", "t.kind", true, edge),
+        matches = matches_cte(ITEM_KEYS),
+        scored = scored_cte(ITEM_KEYS, &format!("{}::float8", p(3))),
+    )
+}
+
+/// Binds the parameters of [`bounded_ctes`].
+fn bind_bounded<'q, O>(
+    query: QueryAs<'q, Postgres, O, PgArguments>,
+    bounded: &'q BoundedTerms,
+    edge: SampleEdge,
+) -> QueryAs<'q, Postgres, O, PgArguments> {
+    query
+        .bind(&bounded.names)
+        .bind(&bounded.estimates)
+        .bind(&bounded.rare_terms)
+        .bind(bounded.corpus)
+        .bind(recent_matches(false, 1))
+        .bind(edge.id)
+        .bind(edge.n)
+}
+
+/// The start of a keyword statement: the query, the matching texts, and their scores (CTE
+/// `scored`, and `total`). Binds `$1` (the ORed terms), `$2` (excluded terms) and `$3` (the task,
+/// or null for every task, as `one_task` says); a bounded ranking also the parameters of
+/// [`bounded_ctes`] from `${first}` on, and with `also` the other side's candidates.
+fn keyword_ctes(
+    ranking: &TaskRanking,
+    one_task: bool,
+    first: usize,
+    also: Option<usize>,
+) -> String {
+    match ranking {
+        TaskRanking::Bounded(..) => {
+            format!("WITH {QUERY_CTE}, {}", bounded_ctes(first, also))
+        }
+        _ => {
+            let ranking = idf_ranking(ITEM_KEYS, &corpus(one_task));
+            format!("WITH {QUERY_CTE}, {}, {ranking}", exact_hits(one_task))
+        }
+    }
+}
+
+/// One row of a history table by its task and sequence number (those of a CTE `k`), with the
+/// columns `cols`, as a lateral subquery: one index probe per key, with the scope compared
+/// through sub-selects ([`scope_unseen`]).
+fn by_seq(table: &str, alias: &str, cols: &str) -> String {
+    format!(
+        "CROSS JOIN LATERAL (
+             SELECT {cols} FROM {table} {alias}
+             WHERE {scope}
+               AND {alias}.task_id = k.task_id AND {alias}.seq = k.seq
+             LIMIT 1
+         ) {alias}",
+        scope = scope_unseen(alias),
+    )
 }
 
 /// The documents of items in a CTE `k` (`task_id`, `source`, `seq`, `part_index`, `char_offset`,
@@ -125,18 +417,6 @@ fn keyword_ctes(one_task: bool) -> String {
 /// while a caller with a short history searched may read all of the caller's rows of a table
 /// once instead: measured 50,000 steps read for 10 hits (13 ms, 0.5 ms as probes).
 static DOCS: LazyLock<String> = LazyLock::new(|| {
-    // One row of a history table by its task and sequence number, with the columns `cols`.
-    let by_seq = |table: &str, alias: &str, cols: &str| {
-        format!(
-            "CROSS JOIN LATERAL (
-             SELECT {cols} FROM {table} {alias}
-             WHERE {scope}
-               AND {alias}.task_id = k.task_id AND {alias}.seq = k.seq
-             LIMIT 1
-         ) {alias}",
-            scope = scope_unseen(alias),
-        )
-    };
     format!(
         "docs AS (
          SELECT k.ord, m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::text AS step_id,
@@ -356,8 +636,14 @@ pub async fn search(
         });
     }
     crate::search::begin_search(tx, crate::search::words_only(mode, vector)).await?;
+    let ranking = if mode.keyword() || vector.is_none() {
+        task_ranking(tx, task_id, &text).await?
+    } else {
+        TaskRanking::Nothing
+    };
     let Some(vector) = vector else {
-        let (hits, more, query_weight) = by_words(tx, task_id, &text, offset, limit).await?;
+        let (hits, more, query_weight) =
+            by_words(tx, task_id, &ranking, &text, offset, limit).await?;
         return Ok(Found {
             hits,
             more,
@@ -373,7 +659,7 @@ pub async fn search(
     if mode.keyword() {
         // Each side's candidates scored on the other side too, so that fusion compares whole
         // scores.
-        (words, query_weight) = keyword_scores(tx, task_id, &text, &near).await?;
+        (words, query_weight) = keyword_scores(tx, task_id, &ranking, &text, &near).await?;
         let missing: Vec<Item> = words
             .iter()
             .map(|w| w.0.clone())
@@ -479,10 +765,14 @@ fn hit(r: HitRow) -> Option<SearchHit> {
 async fn by_words(
     tx: &mut Scoped,
     task_id: Option<Uuid>,
+    ranking: &TaskRanking,
     text: &TextQuery,
     offset: i64,
     limit: i64,
 ) -> ApiResult<(Vec<SearchHit>, bool, Option<f32>)> {
+    if let TaskRanking::Nothing = ranking {
+        return Ok((Vec::new(), false, None));
+    }
     // Newest first among equal scores.
     let order = "d.rank DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index, d.char_offset";
     let sql = format!(
@@ -495,19 +785,22 @@ async fn by_words(
              SELECT d.* FROM docs d ORDER BY {order} OFFSET $4 LIMIT $5
          )
          {}",
-        keyword_ctes(task_id.is_some()),
+        keyword_ctes(ranking, task_id.is_some(), 6, None),
         show("page", order, true),
         docs = DOCS.as_str(),
     );
     // Runtime-checked: built from the shared ranking SQL (see `keyword_ctes`).
-    let rows: Vec<HitRow> = sqlx::query_as(&sql)
+    let query = sqlx::query_as(&sql)
         .bind(&text.any)
         .bind(&text.none)
         .bind(task_id)
         .bind(offset)
-        .bind(limit + 1)
-        .fetch_all(&mut *tx)
-        .await?;
+        .bind(limit + 1);
+    let query = match ranking {
+        TaskRanking::Bounded(bounded, edge) => bind_bounded(query, bounded, *edge),
+        _ => query,
+    };
+    let rows: Vec<HitRow> = query.fetch_all(&mut *tx).await?;
     let (rows, more) = crate::pagination::split(rows, limit);
     let query_weight = rows.iter().find_map(|r| r.query_weight);
     let hits = rows
@@ -527,9 +820,13 @@ async fn by_words(
 async fn keyword_scores(
     tx: &mut Scoped,
     task_id: Option<Uuid>,
+    ranking: &TaskRanking,
     text: &TextQuery,
     also: &[Near],
 ) -> ApiResult<(Vec<(Item, f32)>, Option<f32>)> {
+    if let TaskRanking::Nothing = ranking {
+        return Ok((Vec::new(), None));
+    }
     let keys = Keys::of(also.iter().map(|a| &a.item));
     let sql = format!(
         "{}, ranked AS (
@@ -547,10 +844,10 @@ async fn keyword_scores(
                    SELECT * FROM unnest($5::uuid[], $6::text[], $7::int8[], $8::int4[],
                                         $9::int4[]))
          ORDER BY ord",
-        keyword_ctes(task_id.is_some())
+        keyword_ctes(ranking, task_id.is_some(), 10, Some(5))
     );
     // Runtime-checked: built from the shared ranking SQL (see `keyword_ctes`).
-    let rows: Vec<Scored> = sqlx::query_as(&sql)
+    let query = sqlx::query_as(&sql)
         .bind(&text.any)
         .bind(&text.none)
         .bind(task_id)
@@ -559,9 +856,12 @@ async fn keyword_scores(
         .bind(&keys.sources)
         .bind(&keys.seqs)
         .bind(&keys.parts)
-        .bind(&keys.offsets)
-        .fetch_all(&mut *tx)
-        .await?;
+        .bind(&keys.offsets);
+    let query = match ranking {
+        TaskRanking::Bounded(bounded, edge) => bind_bounded(query, bounded, *edge),
+        _ => query,
+    };
+    let rows: Vec<Scored> = query.fetch_all(&mut *tx).await?;
     let query_weight = rows.iter().find_map(|r| r.query_weight);
     Ok((rows.into_iter().map(Scored::pair).collect(), query_weight))
 }
