@@ -68,15 +68,27 @@ fn of_tasks(alias: &str, one_task: bool) -> String {
 
 /// The keys of an item of task history, as its CTEs name them.
 const ITEM_KEYS: &str = "task_id, source, seq, part_index, char_offset";
+/// The columns a ranking carries for each item: its keys and its time (`at`, a step text's
+/// being its step's), by which equal scores are ordered, newest first.
+const RANK_KEYS: &str = "task_id, source, seq, part_index, char_offset, at";
 
-/// The caller's texts matching the query's words, as a CTE `hits` (item keys and `tsv`), of
+/// The time of the step of a step text aliased `alias`, looked up by key.
+fn step_time(alias: &str) -> String {
+    format!(
+        "(SELECT st.created_at FROM task_steps st
+          WHERE {scope} AND st.task_id = {alias}.task_id AND st.seq = {alias}.seq)",
+        scope = scope_unseen("st")
+    )
+}
+
+/// The caller's texts matching the query's words, as a CTE `hits` (item keys, `at` and `tsv`), of
 /// one task or of all (see [`of_tasks`]). All tasks' are found through the word indexes
 /// (`mnemo_task_matches`), which read the matches of the query's words only; one task's by
 /// reading that task's texts, which bound the search whatever the caller's other tasks hold.
 fn exact_hits(one_task: bool) -> String {
     if !one_task {
         return "hits AS MATERIALIZED (
-             SELECT h.task_id, h.source, h.seq, h.part_index, h.char_offset, h.tsv
+             SELECT h.task_id, h.source, h.seq, h.part_index, h.char_offset, h.at, h.tsv
              FROM q, mnemo_task_matches(q.terms, NULL) h
              WHERE numnode(q.pos) > 0 AND h.tsv @@ q.q
          )"
@@ -85,19 +97,19 @@ fn exact_hits(one_task: bool) -> String {
     format!(
         "hits AS MATERIALIZED (
          SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
-                NULL::int AS char_offset, m.tsv
+                NULL::int AS char_offset, m.created_at AS at, m.tsv
          FROM task_messages m, q
          WHERE numnode(q.pos) > 0 AND m.tsv @@ q.q AND {m}
        UNION ALL
-         SELECT e.task_id, 'event', e.seq, NULL, NULL, e.tsv
+         SELECT e.task_id, 'event', e.seq, NULL, NULL, e.ts, e.tsv
          FROM task_events e, q
          WHERE numnode(q.pos) > 0 AND e.tsv @@ q.q AND {e}
        UNION ALL
-         SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.tsv
+         SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.ts, s.tsv
          FROM task_snapshots s, q
          WHERE numnode(q.pos) > 0 AND s.tsv @@ q.q AND {s}
        UNION ALL
-         SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
+         SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, {step_time}, t.tsv
          FROM task_step_texts t, q
          WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q AND {t}
      )",
@@ -105,6 +117,7 @@ fn exact_hits(one_task: bool) -> String {
         e = of_tasks("e", true),
         s = of_tasks("s", true),
         t = of_tasks("t", true),
+        step_time = step_time("t"),
     )
 }
 
@@ -223,10 +236,23 @@ async fn task_ranking(
     })
 }
 
-/// One of the caller's task texts of the table `table` (aliased `alias`) at or past the
-/// sample's oldest text (`${edge}` its task, `${edge + 1}` its sequence number) that matches the
-/// query, with the item keys (`source` for a table of one source) and `tsv`.
-fn recent_of(table: &str, alias: &str, source: &str, step: bool, edge: usize) -> String {
+/// The newest of the caller's task texts of the table `table` (aliased `alias`) at or past the
+/// sample's oldest text (`${edge}` its task, `${edge + 1}` its sequence number) that match the
+/// query, at most `${recent}` of them, with the item keys (`source` for a table of one source),
+/// the time `at` (`time`, an expression on the row) and `tsv`.
+///
+/// Read backwards along the primary key, which stops at the limit: the planner cannot tell how
+/// few texts lie past the edge (it weighs the row comparison by the task alone, and a long task
+/// is most of a caller's texts), and without the order and limit it read the whole table
+/// instead (45 ms for the 100,000 messages of one task, to find none past an edge among its
+/// events).
+fn recent_of(
+    (table, alias): (&str, &str),
+    source: &str,
+    time: &str,
+    step: bool,
+    (edge, recent): (usize, usize),
+) -> String {
     let (part, offset) = if step {
         (
             format!("{alias}.part_index"),
@@ -236,19 +262,21 @@ fn recent_of(table: &str, alias: &str, source: &str, step: bool, edge: usize) ->
         ("NULL::int".to_owned(), "NULL::int".to_owned())
     };
     format!(
-        "SELECT {alias}.task_id, {source} AS source, {alias}.seq::int8 AS seq,
-                {part} AS part_index, {offset} AS char_offset, {alias}.tsv
-         FROM {table} {alias}
-         WHERE {alias}.tenant_id = current_setting('mnemo.tenant')
-           AND {alias}.user_id = current_setting('mnemo.user')
-           AND ({alias}.task_id, {alias}.seq) >= (${edge}::uuid, ${}::int8)
-           -- The query as an init plan: tested as each text is read.
-           AND {alias}.tsv @@ (SELECT q.q FROM q WHERE numnode(q.pos) > 0)",
+        "(SELECT {alias}.task_id, {source} AS source, {alias}.seq::int8 AS seq,
+                 {part} AS part_index, {offset} AS char_offset, {time} AS at, {alias}.tsv
+          FROM {table} {alias}
+          WHERE {alias}.tenant_id = current_setting('mnemo.tenant')
+            AND {alias}.user_id = current_setting('mnemo.user')
+            AND ({alias}.task_id, {alias}.seq) >= (${edge}::uuid, ${}::int8)
+            -- The query as an init plan: tested as each text is read.
+            AND {alias}.tsv @@ (SELECT q.q FROM q WHERE numnode(q.pos) > 0)
+          ORDER BY {alias}.task_id DESC, {alias}.seq DESC
+          LIMIT ${recent})",
         edge + 1
     )
 }
 
-/// The CTEs `also` (item keys and `tsv`): the items whose keys are the arrays `${keys}` to
+/// The CTEs `also` (item keys, `at` and `tsv`): the items whose keys are the arrays `${keys}` to
 /// `${keys + 4}` (task, source, seq, part, offset as in [`Item`]), each looked up by its key.
 fn also_cte(keys: usize) -> String {
     let k = |i: usize| format!("${}", keys + i);
@@ -264,22 +292,22 @@ fn also_cte(keys: usize) -> String {
     format!(
         "also AS MATERIALIZED (
          SELECT m.task_id, 'message'::text AS source, m.seq::int8 AS seq, NULL::int AS part_index,
-                NULL::int AS char_offset, m.tsv
+                NULL::int AS char_offset, m.created_at AS at, m.tsv
          FROM {items}
          {messages}
          WHERE k.source = 'message'
        UNION ALL
-         SELECT e.task_id, 'event', e.seq, NULL, NULL, e.tsv
+         SELECT e.task_id, 'event', e.seq, NULL, NULL, e.ts, e.tsv
          FROM {items}
          {events}
          WHERE k.source = 'event'
        UNION ALL
-         SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.tsv
+         SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.ts, s.tsv
          FROM {items}
          {snapshots}
          WHERE k.source = 'snapshot'
        UNION ALL
-         SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
+         SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, {step_time}, t.tsv
          FROM {items}
          CROSS JOIN LATERAL (
              SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
@@ -290,10 +318,15 @@ fn also_cte(keys: usize) -> String {
              LIMIT 1
          ) t
      )",
-        messages = by_seq("task_messages", "m", "m.task_id, m.seq, m.tsv"),
-        events = by_seq("task_events", "e", "e.task_id, e.seq, e.tsv"),
-        snapshots = by_seq("task_snapshots", "s", "s.task_id, s.seq, s.tsv"),
+        messages = by_seq(
+            "task_messages",
+            "m",
+            "m.task_id, m.seq, m.created_at, m.tsv"
+        ),
+        events = by_seq("task_events", "e", "e.task_id, e.seq, e.ts, e.tsv"),
+        snapshots = by_seq("task_snapshots", "s", "s.task_id, s.seq, s.ts, s.tsv"),
         texts_scope = scope_unseen("t"),
+        step_time = step_time("t"),
     )
 }
 
@@ -318,7 +351,7 @@ fn bounded_ctes(first: usize, also: Option<usize>) -> String {
     };
     format!(
         "{terms}, rare_hits AS MATERIALIZED (
-             SELECT r.task_id, r.source, r.seq, r.part_index, r.char_offset, r.tsv
+             SELECT r.task_id, r.source, r.seq, r.part_index, r.char_offset, r.at, r.tsv
              FROM mnemo_task_matches({rare}::text[], NULL) r
              WHERE cardinality({rare}::text[]) > 0
          ), recent AS MATERIALIZED (
@@ -346,12 +379,36 @@ fn bounded_ctes(first: usize, also: Option<usize>) -> String {
         terms = bounded_terms_cte(&p(0), &p(1)),
         rare = p(2),
         recent = p(4),
-        messages = recent_of("task_messages", "m", "'message'::text", false, edge),
-        events = recent_of("task_events", "e", "'event'::text", false, edge),
-        snapshots = recent_of("task_snapshots", "s", "'snapshot'::text", false, edge),
-        texts = recent_of("task_step_texts", "t", "t.kind", true, edge),
-        matches = matches_cte(ITEM_KEYS),
-        scored = scored_cte(ITEM_KEYS, &format!("{}::float8", p(3))),
+        messages = recent_of(
+            ("task_messages", "m"),
+            "'message'::text",
+            "m.created_at",
+            false,
+            (edge, first + 4)
+        ),
+        events = recent_of(
+            ("task_events", "e"),
+            "'event'::text",
+            "e.ts",
+            false,
+            (edge, first + 4)
+        ),
+        snapshots = recent_of(
+            ("task_snapshots", "s"),
+            "'snapshot'::text",
+            "s.ts",
+            false,
+            (edge, first + 4)
+        ),
+        texts = recent_of(
+            ("task_step_texts", "t"),
+            "t.kind",
+            &step_time("t"),
+            true,
+            (edge, first + 4)
+        ),
+        matches = matches_cte(RANK_KEYS),
+        scored = scored_cte(RANK_KEYS, &format!("{}::float8", p(3))),
     )
 }
 
@@ -386,7 +443,7 @@ fn keyword_ctes(
             format!("WITH {QUERY_CTE}, {}", bounded_ctes(first, also))
         }
         _ => {
-            let ranking = idf_ranking(ITEM_KEYS, &corpus(one_task));
+            let ranking = idf_ranking(RANK_KEYS, &corpus(one_task));
             format!("WITH {QUERY_CTE}, {}, {ranking}", exact_hits(one_task))
         }
     }
@@ -773,20 +830,18 @@ async fn by_words(
     if let TaskRanking::Nothing = ranking {
         return Ok((Vec::new(), false, None));
     }
-    // Newest first among equal scores.
-    let order = "d.rank DESC, d.at DESC, d.task_id, d.source, d.seq, d.part_index, d.char_offset";
+    // The page is cut from the scores, newest first among equal ones, and only its documents
+    // are read (a long history's search ranks up to a thousand candidates).
     let sql = format!(
         "{}, k AS (
-             SELECT task_id, source, seq, part_index, char_offset, score, 0::bigint AS ord
-             FROM scored
-         ), {docs}, page AS (
-             -- Each document carries its score: joining `scored` again would make the planner,
-             -- which cannot estimate the CTE, loop over every hit for every hit.
-             SELECT d.* FROM docs d ORDER BY {order} OFFSET $4 LIMIT $5
-         )
+             SELECT p.task_id, p.source, p.seq, p.part_index, p.char_offset, p.score,
+                    row_number() OVER (ORDER BY {order}) AS ord
+             FROM (SELECT * FROM scored s ORDER BY {order} OFFSET $4 LIMIT $5) p
+         ), {docs}
          {}",
         keyword_ctes(ranking, task_id.is_some(), 6, None),
-        show("page", order, true),
+        show("docs", "d.ord", true),
+        order = "score DESC, at DESC, task_id, source, seq, part_index, char_offset",
         docs = DOCS.as_str(),
     );
     // Runtime-checked: built from the shared ranking SQL (see `keyword_ctes`).
