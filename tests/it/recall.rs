@@ -2596,19 +2596,7 @@ async fn task_with_history(app: &TestApp, token: &str, step_text: &str) -> Strin
 async fn task_keyword_hits_far_from_the_query_are_scored_by_meaning(pool: PgPool) {
     let app = with_embedder(pool, Embedder::hashing(256)).await;
     let alice = app.token("acme", "alice");
-    let task = expect(
-        app.post("/api/tasks", &alice)
-            .json(&json!({"name": "deploy"})),
-        201,
-    )
-    .await;
-    let id = task["id"].as_str().unwrap().to_owned();
-    expect(
-        app.post(&format!("/api/tasks/{id}/update"), &alice)
-            .json(&json!({"message": "a zebra walked past"})),
-        200,
-    )
-    .await;
+    let id = task_with_message(&app, &alice, "deploy", "a zebra walked past").await;
     for batch in 0..3 {
         let events: Vec<Value> = (0..100)
             .map(|i| {
@@ -2644,6 +2632,23 @@ async fn task_keyword_hits_far_from_the_query_are_scored_by_meaning(pool: PgPool
     );
     let rank = zebra["vector_rank"].as_u64().unwrap();
     assert!(rank > 100, "it is not among the nearest: {zebra}");
+}
+
+/// A task named `name` made through the API with one progress message `message`; its id.
+async fn task_with_message(app: &TestApp, token: &str, name: &str, message: &str) -> String {
+    let task = expect(
+        app.post("/api/tasks", token).json(&json!({ "name": name })),
+        201,
+    )
+    .await;
+    let id = task["id"].as_str().unwrap().to_owned();
+    expect(
+        app.post(&format!("/api/tasks/{id}/update"), token)
+            .json(&json!({ "message": message })),
+        200,
+    )
+    .await;
+    id
 }
 
 /// Gives `user` (tenant acme) a task named `name` made now, with `count` progress messages
@@ -2698,17 +2703,11 @@ async fn a_search_of_a_long_task_history_reads_a_bounded_share_of_it(pool: PgPoo
     let sample = mnemo::search::query::KEYWORD_SAMPLE;
     // The oldest task, through the API (so that it is embedded): its message holds only the
     // common words and `lakeside`.
-    let first = expect(
-        app.post("/api/tasks", &alice)
-            .json(&json!({"name": "first"})),
-        201,
-    )
-    .await;
-    let first = first["id"].as_str().unwrap().to_owned();
-    expect(
-        app.post(&format!("/api/tasks/{first}/update"), &alice)
-            .json(&json!({"message": "the nightly deploy went by the lakeside"})),
-        200,
+    let first = task_with_message(
+        &app,
+        &alice,
+        "first",
+        "the nightly deploy went by the lakeside",
     )
     .await;
     drain(&app).await;

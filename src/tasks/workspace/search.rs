@@ -309,14 +309,7 @@ fn also_cte(keys: usize) -> String {
        UNION ALL
          SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, {step_time}, t.tsv
          FROM {items}
-         CROSS JOIN LATERAL (
-             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.tsv
-             FROM task_step_texts t
-             WHERE {texts_scope}
-               AND t.task_id = k.task_id AND t.seq = k.seq AND t.part_index = k.part_index
-               AND t.char_offset = k.char_offset AND t.kind = k.source
-             LIMIT 1
-         ) t
+         {texts}
      )",
         messages = by_seq(
             "task_messages",
@@ -325,7 +318,7 @@ fn also_cte(keys: usize) -> String {
         ),
         events = by_seq("task_events", "e", "e.task_id, e.seq, e.ts, e.tsv"),
         snapshots = by_seq("task_snapshots", "s", "s.task_id, s.seq, s.ts, s.tsv"),
-        texts_scope = scope_unseen("t"),
+        texts = step_text_by_key("t.tsv"),
         step_time = step_time("t"),
     )
 }
@@ -449,6 +442,23 @@ fn keyword_ctes(
     }
 }
 
+/// The step text of the key in a CTE `k` (`task_id`, `source` its kind, `seq`, `part_index`,
+/// `char_offset`), as a lateral subquery `t` with its keys and the column `col`: one index probe
+/// per key. The chunks of a part start at distinct offsets, so a key names one chunk.
+fn step_text_by_key(col: &str) -> String {
+    format!(
+        "CROSS JOIN LATERAL (
+             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, {col}
+             FROM task_step_texts t
+             WHERE {scope}
+               AND t.task_id = k.task_id AND t.seq = k.seq AND t.part_index = k.part_index
+               AND t.char_offset = k.char_offset AND t.kind = k.source
+             LIMIT 1
+         ) t",
+        scope = scope_unseen("t"),
+    )
+}
+
 /// One row of a history table by its task and sequence number (those of a CTE `k`), with the
 /// columns `cols`, as a lateral subquery: one index probe per key, with the scope compared
 /// through sub-selects ([`scope_unseen`]).
@@ -500,15 +510,7 @@ static DOCS: LazyLock<String> = LazyLock::new(|| {
                 st.parts -> t.part_index ->> 'tool_call_id', NULL, t.content, st.created_at,
                 k.score
          FROM k
-         -- The chunks of a part start at distinct offsets: a key names one chunk.
-         CROSS JOIN LATERAL (
-             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.content
-             FROM task_step_texts t
-             WHERE {texts_scope}
-               AND t.task_id = k.task_id AND t.seq = k.seq AND t.part_index = k.part_index
-               AND t.char_offset = k.char_offset AND t.kind = k.source
-             LIMIT 1
-         ) t
+         {texts}
          CROSS JOIN LATERAL (
              SELECT st.step_id, st.parts, st.created_at FROM task_steps st
              WHERE {steps_scope}
@@ -531,7 +533,7 @@ static DOCS: LazyLock<String> = LazyLock::new(|| {
             "s",
             "s.task_id, s.seq, s.label, s.content, s.ts"
         ),
-        texts_scope = scope_unseen("t"),
+        texts = step_text_by_key("t.content"),
         steps_scope = scope_unseen("st"),
     )
 });
