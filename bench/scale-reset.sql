@@ -18,6 +18,12 @@
 -- gone, and with the count back at one short of a multiple of 64 the next run's message folds
 -- every message again, as on the first run.
 --
+-- The session the context turns talk in (`ctx`, `scripts/bench`'s `context-one`) is the bench's
+-- own, not part of the loaded history: it goes whole, with its messages, digests and queued
+-- embeddings, so that each run's turns start it afresh, as the small side's new user does.
+-- Without this it grew by some 400 messages a run, and its questions, the newest messages of
+-- the user, filled more of the message sample run after run than on the small side.
+--
 -- Runs as the superuser. Prints what went.
 \set ON_ERROR_STOP on
 BEGIN;
@@ -35,6 +41,15 @@ WHERE v.tenant_id = 'bench' AND v.user_id = :'user' AND v.memory_id = g.id;
 DELETE FROM agent_memories m USING scale_reset_gone g
 WHERE m.tenant_id = 'bench' AND m.user_id = :'user' AND m.id = g.id;
 SELECT count(*) AS removed FROM scale_reset_gone \gset
+
+DELETE FROM embedding_outbox
+WHERE tenant_id = 'bench' AND user_id = :'user' AND session_id = 'ctx';
+-- Its messages, digests and vectors go with it (ON DELETE CASCADE).
+WITH gone AS (
+    DELETE FROM agent_sessions
+    WHERE tenant_id = 'bench' AND user_id = :'user' AND session_id = 'ctx'
+    RETURNING message_count)
+SELECT coalesce(sum(message_count), 0) AS removed_turns FROM gone \gset
 
 \set task '00000000-0000-7000-8000-5ca1e0000001'
 SELECT coalesce(max((metadata->>'bench_loaded_messages')::int), -1) AS loaded_messages,
@@ -77,9 +92,10 @@ SELECT :removed > 0 AS removed_any \gset
 \if :removed_any
 VACUUM agent_memories, agent_memory_chunks, embedding_outbox;
 \endif
--- Likewise the task's appends: its newest messages are what a digest reads.
-SELECT :removed_messages + :removed_events > 0 AS removed_task_items \gset
+-- Likewise the task's appends (its newest messages are what a digest reads) and the context
+-- turns' messages (the newest of the user's, which its message searches read first).
+SELECT :removed_messages + :removed_events + :removed_turns > 0 AS removed_task_items \gset
 \if :removed_task_items
-VACUUM task_messages, task_events, embedding_outbox;
+VACUUM task_messages, task_events, conversation_messages, embedding_outbox;
 \endif
-\echo :removed memories, :removed_messages task messages and :removed_events task events
+\echo :removed memories, :removed_messages task messages, :removed_events task events and :removed_turns messages of the context session
