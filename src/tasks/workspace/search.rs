@@ -4,8 +4,9 @@
 //! By words the query's terms are ORed and ranked by [`idf_ranking`] like every other search,
 //! and the ranking pages by offset: over every match of one task, or of all tasks while the
 //! caller's task history is shorter than the keyword sample; over a longer one, over the
-//! candidates the sample bounds, as the message search bounds them (see [`TASKS_CORPUS`]). By meaning each item is compared with the query's
-//! embedding through `task_vectors` (filled by the background indexer). Both sides contribute
+//! candidates the sample bounds, as the message search bounds them (see [`TASKS_CORPUS`]). By
+//! meaning each item is compared with the query's embedding through `task_vectors` (filled by
+//! the background indexer). Both sides contribute
 //! their best [`CANDIDATES`], each candidate is scored on both sides, and
 //! [`fuse`](crate::search::fuse) ranks them; a hybrid or semantic search pages through that list.
 
@@ -480,9 +481,10 @@ fn by_seq(table: &str, alias: &str, cols: &str) -> String {
 /// Each item is looked up by its key in a lateral subquery, which every plan runs as one index
 /// probe per item, with the scope compared through sub-selects ([`scope_unseen`]): for a user
 /// the statistics do not know, a step looked up by task and sequence number went through the
-/// steps' index by step id with the number as a filter, reading the task's other steps. Joined to the tables, a plan made (generic, or cached on a pooled connection)
-/// while a caller with a short history searched may read all of the caller's rows of a table
-/// once instead: measured 50,000 steps read for 10 hits (13 ms, 0.5 ms as probes).
+/// steps' index by step id with the number as a filter, reading the task's other steps. Joined
+/// to the tables, a plan made (generic, or cached on a pooled connection) while a caller with a
+/// short history searched may read all of the caller's rows of a table once instead: measured
+/// 50,000 steps read for 10 hits (13 ms, 0.5 ms as probes).
 static DOCS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "docs AS (
