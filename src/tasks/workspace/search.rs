@@ -82,6 +82,76 @@ fn step_time(alias: &str) -> String {
     )
 }
 
+/// One of the four tables of task history, as the keyword statements read it.
+struct TaskTable {
+    table: &'static str,
+    alias: &'static str,
+    /// The items' source; `None` for the step texts, whose source is their `kind`.
+    source: Option<&'static str>,
+    /// The column of the text's time; `None` for the step texts, whose time is their step's.
+    time: Option<&'static str>,
+}
+
+/// The tables of task history: messages, execution-log events, snapshots and step texts.
+const TASK_TABLES: [TaskTable; 4] = [
+    TaskTable {
+        table: "task_messages",
+        alias: "m",
+        source: Some("message"),
+        time: Some("created_at"),
+    },
+    TaskTable {
+        table: "task_events",
+        alias: "e",
+        source: Some("event"),
+        time: Some("ts"),
+    },
+    TaskTable {
+        table: "task_snapshots",
+        alias: "s",
+        source: Some("snapshot"),
+        time: Some("ts"),
+    },
+    TaskTable {
+        table: "task_step_texts",
+        alias: "t",
+        source: None,
+        time: None,
+    },
+];
+
+impl TaskTable {
+    /// A row's item keys, `at` and `tsv` ([`RANK_KEYS`] and `tsv`), for a row of this table
+    /// aliased as the table is.
+    fn columns(&self) -> String {
+        let a = self.alias;
+        let source = self
+            .source
+            .map_or(format!("{a}.kind"), |s| format!("'{s}'::text"));
+        let (part, offset) = match self.source {
+            Some(_) => ("NULL::int".to_owned(), "NULL::int".to_owned()),
+            None => (format!("{a}.part_index"), format!("{a}.char_offset")),
+        };
+        let at = self.time.map_or(step_time(a), |t| format!("{a}.{t}"));
+        format!(
+            "{a}.task_id, {source} AS source, {a}.seq::int8 AS seq, {part} AS part_index,
+             {offset} AS char_offset, {at} AS at, {a}.tsv"
+        )
+    }
+
+    /// The row of the item whose key is in a CTE `k`, as a lateral subquery aliased as the
+    /// table is, with a condition on `k` when the source is the table's own.
+    fn by_key(&self) -> (String, String) {
+        match self.source {
+            Some(source) => (
+                by_seq(self.table, self.alias, &format!("{}.*", self.alias)),
+                format!("WHERE k.source = '{source}'"),
+            ),
+            None => (step_text_by_key("t.*"), String::new()),
+        }
+    }
+}
+
 /// The caller's texts matching the query's words, as a CTE `hits` (item keys, `at` and `tsv`), of
 /// one task or of all (see [`of_tasks`]). All tasks' are found through the word indexes
 /// (`mnemo_task_matches`), which read the matches of the query's words only; one task's by
@@ -95,31 +165,20 @@ fn exact_hits(one_task: bool) -> String {
          )"
         .to_owned();
     }
-    format!(
-        "hits AS MATERIALIZED (
-         SELECT m.task_id, 'message' AS source, m.seq::bigint AS seq, NULL::int AS part_index,
-                NULL::int AS char_offset, m.created_at AS at, m.tsv
-         FROM task_messages m, q
-         WHERE numnode(q.pos) > 0 AND m.tsv @@ q.q AND {m}
-       UNION ALL
-         SELECT e.task_id, 'event', e.seq, NULL, NULL, e.ts, e.tsv
-         FROM task_events e, q
-         WHERE numnode(q.pos) > 0 AND e.tsv @@ q.q AND {e}
-       UNION ALL
-         SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.ts, s.tsv
-         FROM task_snapshots s, q
-         WHERE numnode(q.pos) > 0 AND s.tsv @@ q.q AND {s}
-       UNION ALL
-         SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, {step_time}, t.tsv
-         FROM task_step_texts t, q
-         WHERE numnode(q.pos) > 0 AND t.tsv @@ q.q AND {t}
-     )",
-        m = of_tasks("m", true),
-        e = of_tasks("e", true),
-        s = of_tasks("s", true),
-        t = of_tasks("t", true),
-        step_time = step_time("t"),
-    )
+    let branches: Vec<String> = TASK_TABLES
+        .iter()
+        .map(|t| {
+            format!(
+                "SELECT {columns} FROM {table} {a}, q
+                 WHERE numnode(q.pos) > 0 AND {a}.tsv @@ q.q AND {of_task}",
+                columns = t.columns(),
+                table = t.table,
+                a = t.alias,
+                of_task = of_tasks(t.alias, true),
+            )
+        })
+        .collect();
+    format!("hits AS MATERIALIZED ({})", branches.join(" UNION ALL "))
 }
 
 /// Texts the document frequencies are taken over: all the caller's history, or one task's.
@@ -210,74 +269,63 @@ pub(crate) const TASKS_CORPUS: Corpus = Corpus {
 /// than the sample, every match exactly; a search of all of a long history, a bounded candidate
 /// set (see [`bounded_ctes`]).
 enum TaskRanking {
-    Exact,
+    /// Every match; `texts`, the caller's texts when the choice counted them (a search of all
+    /// tasks), so that the ranking need not count them again.
+    Exact {
+        texts: Option<i64>,
+    },
     Bounded(BoundedTerms, SampleEdge),
-    /// The query has no terms.
-    Nothing,
 }
 
 /// Chooses the ranking of a search of `text` in the caller's task history (one task's, with
-/// `task_id`); see [`choose_ranking`].
+/// `task_id`); see [`choose_ranking`]. `None` when the query has no terms: nothing matches.
 async fn task_ranking(
     tx: &mut Scoped,
     task_id: Option<Uuid>,
     text: &TextQuery,
-) -> Result<TaskRanking, sqlx::Error> {
+) -> Result<Option<TaskRanking>, sqlx::Error> {
     if task_id.is_some() {
-        return Ok(TaskRanking::Exact);
+        return Ok(Some(TaskRanking::Exact { texts: None }));
     }
     Ok(match choose_ranking(tx, &TASKS_CORPUS, text).await? {
-        Ranking::Exact { .. } => TaskRanking::Exact,
-        Ranking::Nothing => TaskRanking::Nothing,
-        Ranking::Bounded(bounded) => match sample_edge(tx, &TASKS_CORPUS).await? {
+        Ranking::Exact { texts } => Some(TaskRanking::Exact { texts: Some(texts) }),
+        Ranking::Nothing => None,
+        Ranking::Bounded(bounded) => Some(match sample_edge(tx, &TASKS_CORPUS).await? {
             Some(edge) => TaskRanking::Bounded(bounded, edge),
             // The history shrank under the sample since it was counted.
-            None => TaskRanking::Exact,
-        },
+            None => TaskRanking::Exact { texts: None },
+        }),
     })
 }
 
-/// The newest of the caller's task texts of the table `table` (aliased `alias`) at or past the
-/// sample's oldest text (`${edge}` its task, `${edge + 1}` its sequence number) that match the
-/// query, at most `${recent}` of them, with the item keys (`source` for a table of one source),
-/// the time `at` (`time`, an expression on the row) and `tsv`.
+/// The newest of the caller's texts of `table` at or past the sample's oldest text (`${edge}`
+/// its task, `${edge + 1}` its sequence number) that match the query, at most `${recent}` of
+/// them, with the item keys, `at` and `tsv`.
 ///
 /// Read backwards along the primary key, which stops at the limit: the planner cannot tell how
 /// few texts lie past the edge (it weighs the row comparison by the task alone, and a long task
 /// is most of a caller's texts), and without the order and limit it read the whole table
 /// instead (45 ms for the 100,000 messages of one task, to find none past an edge among its
 /// events).
-fn recent_of(
-    (table, alias): (&str, &str),
-    source: &str,
-    time: &str,
-    step: bool,
-    (edge, recent): (usize, usize),
-) -> String {
-    let (part, offset) = if step {
-        (
-            format!("{alias}.part_index"),
-            format!("{alias}.char_offset"),
-        )
-    } else {
-        ("NULL::int".to_owned(), "NULL::int".to_owned())
-    };
+fn recent_of(table: &TaskTable, edge: usize, recent: usize) -> String {
+    let a = table.alias;
     format!(
-        "(SELECT {alias}.task_id, {source} AS source, {alias}.seq::int8 AS seq,
-                 {part} AS part_index, {offset} AS char_offset, {time} AS at, {alias}.tsv
-          FROM {table} {alias}
-          WHERE {alias}.tenant_id = current_setting('mnemo.tenant')
-            AND {alias}.user_id = current_setting('mnemo.user')
-            AND ({alias}.task_id, {alias}.seq) >= (${edge}::uuid, ${}::int8)
+        "(SELECT {columns}
+          FROM {name} {a}
+          WHERE {a}.tenant_id = current_setting('mnemo.tenant')
+            AND {a}.user_id = current_setting('mnemo.user')
+            AND ({a}.task_id, {a}.seq) >= (${edge}::uuid, ${}::int8)
             -- The query as an init plan: tested as each text is read.
-            AND {alias}.tsv @@ (SELECT q.q FROM q WHERE numnode(q.pos) > 0)
-          ORDER BY {alias}.task_id DESC, {alias}.seq DESC
+            AND {a}.tsv @@ (SELECT q.q FROM q WHERE numnode(q.pos) > 0)
+          ORDER BY {a}.task_id DESC, {a}.seq DESC
           LIMIT ${recent})",
-        edge + 1
+        edge + 1,
+        columns = table.columns(),
+        name = table.table,
     )
 }
 
-/// The CTEs `also` (item keys, `at` and `tsv`): the items whose keys are the arrays `${keys}` to
+/// The CTE `also` (item keys, `at` and `tsv`): the items whose keys are the arrays `${keys}` to
 /// `${keys + 4}` (task, source, seq, part, offset as in [`Item`]), each looked up by its key.
 fn also_cte(keys: usize) -> String {
     let k = |i: usize| format!("${}", keys + i);
@@ -290,38 +338,14 @@ fn also_cte(keys: usize) -> String {
         k(3),
         k(4)
     );
-    format!(
-        "also AS MATERIALIZED (
-         SELECT m.task_id, 'message'::text AS source, m.seq::int8 AS seq, NULL::int AS part_index,
-                NULL::int AS char_offset, m.created_at AS at, m.tsv
-         FROM {items}
-         {messages}
-         WHERE k.source = 'message'
-       UNION ALL
-         SELECT e.task_id, 'event', e.seq, NULL, NULL, e.ts, e.tsv
-         FROM {items}
-         {events}
-         WHERE k.source = 'event'
-       UNION ALL
-         SELECT s.task_id, 'snapshot', s.seq, NULL, NULL, s.ts, s.tsv
-         FROM {items}
-         {snapshots}
-         WHERE k.source = 'snapshot'
-       UNION ALL
-         SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, {step_time}, t.tsv
-         FROM {items}
-         {texts}
-     )",
-        messages = by_seq(
-            "task_messages",
-            "m",
-            "m.task_id, m.seq, m.created_at, m.tsv"
-        ),
-        events = by_seq("task_events", "e", "e.task_id, e.seq, e.ts, e.tsv"),
-        snapshots = by_seq("task_snapshots", "s", "s.task_id, s.seq, s.ts, s.tsv"),
-        texts = step_text_by_key("t.tsv"),
-        step_time = step_time("t"),
-    )
+    let branches: Vec<String> = TASK_TABLES
+        .iter()
+        .map(|t| {
+            let (row, only) = t.by_key();
+            format!("SELECT {} FROM {items} {row} {only}", t.columns())
+        })
+        .collect();
+    format!("also AS MATERIALIZED ({})", branches.join(" UNION ALL "))
 }
 
 /// The CTEs of a bounded keyword ranking of all the caller's task history, after the query's
@@ -349,15 +373,7 @@ fn bounded_ctes(first: usize, also: Option<usize>) -> String {
              FROM mnemo_task_matches({rare}::text[], NULL) r
              WHERE cardinality({rare}::text[]) > 0
          ), recent AS MATERIALIZED (
-             SELECT r.* FROM (
-                 {messages}
-               UNION ALL
-                 {events}
-               UNION ALL
-                 {snapshots}
-               UNION ALL
-                 {texts}
-             ) r
+             SELECT r.* FROM ({newest}) r
              ORDER BY r.task_id DESC, r.seq DESC LIMIT {recent}
          ){also_cte}, hits AS MATERIALIZED (
              SELECT DISTINCT ON ({ITEM_KEYS}) *
@@ -373,59 +389,40 @@ fn bounded_ctes(first: usize, also: Option<usize>) -> String {
         terms = bounded_terms_cte(&p(0), &p(1)),
         rare = p(2),
         recent = p(4),
-        messages = recent_of(
-            ("task_messages", "m"),
-            "'message'::text",
-            "m.created_at",
-            false,
-            (edge, first + 4)
-        ),
-        events = recent_of(
-            ("task_events", "e"),
-            "'event'::text",
-            "e.ts",
-            false,
-            (edge, first + 4)
-        ),
-        snapshots = recent_of(
-            ("task_snapshots", "s"),
-            "'snapshot'::text",
-            "s.ts",
-            false,
-            (edge, first + 4)
-        ),
-        texts = recent_of(
-            ("task_step_texts", "t"),
-            "t.kind",
-            &step_time("t"),
-            true,
-            (edge, first + 4)
-        ),
+        newest = TASK_TABLES
+            .iter()
+            .map(|t| recent_of(t, edge, first + 4))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL "),
         matches = matches_cte(RANK_KEYS),
         scored = scored_cte(RANK_KEYS, &format!("{}::float8", p(3))),
     )
 }
 
-/// Binds the parameters of [`bounded_ctes`].
-fn bind_bounded<'q, O>(
+/// Binds the parameters of `ranking` that [`keyword_ctes`] takes from `${first}` on.
+fn bind_ranking<'q, O>(
     query: QueryAs<'q, Postgres, O, PgArguments>,
-    bounded: &'q BoundedTerms,
-    edge: SampleEdge,
+    ranking: &'q TaskRanking,
 ) -> QueryAs<'q, Postgres, O, PgArguments> {
-    query
-        .bind(&bounded.names)
-        .bind(&bounded.estimates)
-        .bind(&bounded.rare_terms)
-        .bind(bounded.corpus)
-        .bind(recent_matches(false, 1))
-        .bind(edge.id)
-        .bind(edge.n)
+    match ranking {
+        TaskRanking::Bounded(bounded, edge) => query
+            .bind(&bounded.names)
+            .bind(&bounded.estimates)
+            .bind(&bounded.rare_terms)
+            .bind(bounded.corpus)
+            .bind(recent_matches(false, 1))
+            .bind(edge.id)
+            .bind(edge.n),
+        TaskRanking::Exact { texts: Some(texts) } => query.bind(*texts),
+        TaskRanking::Exact { texts: None } => query,
+    }
 }
 
 /// The start of a keyword statement: the query, the matching texts, and their scores (CTE
 /// `scored`, and `total`). Binds `$1` (the ORed terms), `$2` (excluded terms) and `$3` (the task,
-/// or null for every task, as `one_task` says); a bounded ranking also the parameters of
-/// [`bounded_ctes`] from `${first}` on, and with `also` the other side's candidates.
+/// or null for every task, as `one_task` says); from `${first}` on, a bounded ranking the
+/// parameters of [`bounded_ctes`] (with `also`, the other side's candidates), an exact one the
+/// caller's texts when the choice counted them ([`bind_ranking`] binds them).
 fn keyword_ctes(
     ranking: &TaskRanking,
     one_task: bool,
@@ -436,20 +433,24 @@ fn keyword_ctes(
         TaskRanking::Bounded(..) => {
             format!("WITH {QUERY_CTE}, {}", bounded_ctes(first, also))
         }
-        _ => {
-            let ranking = idf_ranking(RANK_KEYS, &corpus(one_task));
+        TaskRanking::Exact { texts } => {
+            let corpus = match texts {
+                Some(_) => format!("SELECT ${first}::int8"),
+                None => corpus(one_task),
+            };
+            let ranking = idf_ranking(RANK_KEYS, &corpus);
             format!("WITH {QUERY_CTE}, {}, {ranking}", exact_hits(one_task))
         }
     }
 }
 
 /// The step text of the key in a CTE `k` (`task_id`, `source` its kind, `seq`, `part_index`,
-/// `char_offset`), as a lateral subquery `t` with its keys and the column `col`: one index probe
-/// per key. The chunks of a part start at distinct offsets, so a key names one chunk.
-fn step_text_by_key(col: &str) -> String {
+/// `char_offset`), as a lateral subquery `t` with the columns `cols`: one index probe per key.
+/// The chunks of a part start at distinct offsets, so a key names one chunk.
+fn step_text_by_key(cols: &str) -> String {
     format!(
         "CROSS JOIN LATERAL (
-             SELECT t.task_id, t.kind, t.seq, t.part_index, t.char_offset, {col}
+             SELECT {cols}
              FROM task_step_texts t
              WHERE {scope}
                AND t.task_id = k.task_id AND t.seq = k.seq AND t.part_index = k.part_index
@@ -535,7 +536,8 @@ static DOCS: LazyLock<String> = LazyLock::new(|| {
             "s",
             "s.task_id, s.seq, s.label, s.content, s.ts"
         ),
-        texts = step_text_by_key("t.content"),
+        texts =
+            step_text_by_key("t.task_id, t.kind, t.seq, t.part_index, t.char_offset, t.content"),
         steps_scope = scope_unseen("st"),
     )
 });
@@ -697,14 +699,11 @@ pub async fn search(
         });
     }
     crate::search::begin_search(tx, crate::search::words_only(mode, vector)).await?;
-    let ranking = if mode.keyword() || vector.is_none() {
-        task_ranking(tx, task_id, &text).await?
-    } else {
-        TaskRanking::Nothing
-    };
     let Some(vector) = vector else {
-        let (hits, more, query_weight) =
-            by_words(tx, task_id, &ranking, &text, offset, limit).await?;
+        let (hits, more, query_weight) = match task_ranking(tx, task_id, &text).await? {
+            Some(ranking) => by_words(tx, task_id, &ranking, &text, offset, limit).await?,
+            None => (Vec::new(), false, None),
+        };
         return Ok(Found {
             hits,
             more,
@@ -720,7 +719,9 @@ pub async fn search(
     if mode.keyword() {
         // Each side's candidates scored on the other side too, so that fusion compares whole
         // scores.
-        (words, query_weight) = keyword_scores(tx, task_id, &ranking, &text, &near).await?;
+        if let Some(ranking) = task_ranking(tx, task_id, &text).await? {
+            (words, query_weight) = keyword_scores(tx, task_id, &ranking, &text, &near).await?;
+        }
         let missing: Vec<Item> = words
             .iter()
             .map(|w| w.0.clone())
@@ -831,9 +832,6 @@ async fn by_words(
     offset: i64,
     limit: i64,
 ) -> ApiResult<(Vec<SearchHit>, bool, Option<f32>)> {
-    if let TaskRanking::Nothing = ranking {
-        return Ok((Vec::new(), false, None));
-    }
     // The page is cut from the scores, newest first among equal ones, and only its documents
     // are read (a long history's search ranks up to a thousand candidates).
     let sql = format!(
@@ -855,11 +853,7 @@ async fn by_words(
         .bind(task_id)
         .bind(offset)
         .bind(limit + 1);
-    let query = match ranking {
-        TaskRanking::Bounded(bounded, edge) => bind_bounded(query, bounded, *edge),
-        _ => query,
-    };
-    let rows: Vec<HitRow> = query.fetch_all(&mut *tx).await?;
+    let rows: Vec<HitRow> = bind_ranking(query, ranking).fetch_all(&mut *tx).await?;
     let (rows, more) = crate::pagination::split(rows, limit);
     let query_weight = rows.iter().find_map(|r| r.query_weight);
     let hits = rows
@@ -883,9 +877,6 @@ async fn keyword_scores(
     text: &TextQuery,
     also: &[Near],
 ) -> ApiResult<(Vec<(Item, f32)>, Option<f32>)> {
-    if let TaskRanking::Nothing = ranking {
-        return Ok((Vec::new(), None));
-    }
     let keys = Keys::of(also.iter().map(|a| &a.item));
     let sql = format!(
         "{}, ranked AS (
@@ -916,11 +907,7 @@ async fn keyword_scores(
         .bind(&keys.seqs)
         .bind(&keys.parts)
         .bind(&keys.offsets);
-    let query = match ranking {
-        TaskRanking::Bounded(bounded, edge) => bind_bounded(query, bounded, *edge),
-        _ => query,
-    };
-    let rows: Vec<Scored> = query.fetch_all(&mut *tx).await?;
+    let rows: Vec<Scored> = bind_ranking(query, ranking).fetch_all(&mut *tx).await?;
     let query_weight = rows.iter().find_map(|r| r.query_weight);
     Ok((rows.into_iter().map(Scored::pair).collect(), query_weight))
 }
