@@ -29,6 +29,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Short-term chat windows per session, checked against the database's version on each read.
     pub window_cache: Arc<WindowCache>,
+    /// Notes answers as last given, checked against the database on each read.
+    pub notes_cache: Arc<crate::notes::cache::NotesCache>,
     /// A user's archives that arrive together, written in one transaction.
     pub session_appends: Arc<crate::conversations::appends::SessionAppends>,
     /// The configured chat model, if any.
@@ -61,6 +63,9 @@ impl AppState {
         Ok(AppState(Arc::new(Shared {
             db: db.queueing_embeddings(embedder.is_some()),
             window_cache: Arc::new(WindowCache::new(config.conversations.window_cache_sessions)),
+            notes_cache: Arc::new(crate::notes::cache::NotesCache::new(
+                config.notes.cache_bytes,
+            )),
             session_appends: Default::default(),
             llm: LlmClient::from_config(&config.llm).map(Arc::new),
             config: Arc::new(config),

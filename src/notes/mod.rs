@@ -5,6 +5,7 @@
 //! call [`store`], whose functions are also what the chat endpoint calls as the
 //! `manage_long_term_memory` tool. Section semantics are documented in [`sections`].
 
+pub mod cache;
 pub mod model;
 pub mod operations;
 pub mod sections;
@@ -49,6 +50,16 @@ pub struct NotesConfig {
         default_value_t = 100
     )]
     pub revisions_kept: u32,
+
+    /// Bytes of notes answers a replica holds in memory (least recently read out first; 0
+    /// holds none). A held answer is still checked against the database on every read, which
+    /// then sends the text only when it changed.
+    #[arg(
+        long = "notes-cache-bytes",
+        env = "MNEMO_NOTES_CACHE_BYTES",
+        default_value_t = 64 * 1024 * 1024
+    )]
+    pub cache_bytes: usize,
 }
 
 impl Default for NotesConfig {
@@ -179,28 +190,75 @@ async fn run(
     ),
 )]
 pub async fn get_notes(
+    State(state): State<AppState>,
     caller: Reader,
     Path(agent_name): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     operations::validate_agent_name(&agent_name)?;
-    let current = store::read_notes_in_one_call(&caller, &agent_name).await?;
-    if none_match(&headers, current.version) {
-        return Ok((
-            StatusCode::NOT_MODIFIED,
-            [(header::ETAG, etag(current.version))],
-        )
-            .into_response());
-    }
-    let body = Notes {
-        agent_name,
-        size_bytes: current.notes.len(),
-        notes: current.notes,
-        version: current.version,
-        created_at: current.created_at,
-        updated_at: current.updated_at,
+    let principal = caller.principal();
+    let (tenant, user) = (principal.tenant_id.as_str(), principal.user_id.as_str());
+    let cache = &state.notes_cache;
+    let held = cache.get(tenant, user, &agent_name);
+    let (version, body) = match store::read_notes_in_one_call(&caller, &agent_name, held).await? {
+        store::NotesRead::Held(held) => (held.version, held.body),
+        store::NotesRead::Fresh(current, row) => {
+            let version = current.version;
+            let body = notes_body(agent_name.clone(), current)?;
+            match row {
+                Some(row) if version > 0 => cache.put(
+                    tenant,
+                    user,
+                    &agent_name,
+                    cache::Held {
+                        version,
+                        row,
+                        body: body.clone(),
+                    },
+                ),
+                _ => cache.remove(tenant, user, &agent_name),
+            }
+            (version, body)
+        }
     };
-    Ok(with_etag(body.version, body))
+    if none_match(&headers, version) {
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag(version))]).into_response());
+    }
+    Ok((
+        [
+            (header::ETAG, etag(version)),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// The notes route's JSON body, written into a buffer sized for it up front (the text is most of
+/// it; growing the buffer by doubling copied a 64 KiB text several times over).
+fn notes_body(agent_name: String, current: store::StoredNotes) -> ApiResult<bytes::Bytes> {
+    let mut out = Vec::with_capacity(current.notes.len() + current.notes.len() / 8 + 256);
+    serde_json::to_writer(
+        &mut out,
+        &Notes {
+            agent_name,
+            size_bytes: current.notes.len(),
+            notes: current.notes,
+            version: current.version,
+            created_at: current.created_at,
+            updated_at: current.updated_at,
+        },
+    )
+    .map_err(|e| {
+        ApiError::status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("notes body: {e}"),
+        )
+    })?;
+    Ok(out.into())
 }
 
 /// Replace the whole notes (the REST form of `overwrite`).

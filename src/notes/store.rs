@@ -18,6 +18,7 @@
 use chrono::{DateTime, Utc};
 
 use super::NotesConfig;
+use super::cache::Held;
 use super::model::{
     NotesOperationRequest, NotesOperationResponse, Operation, Revision, RevisionSummary,
 };
@@ -65,24 +66,57 @@ pub async fn read_notes(conn: &mut Scoped, agent_name: &str) -> ApiResult<Stored
     Ok(stored(row))
 }
 
+/// What the notes read answers when the caller's server names the copy it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotesRead {
+    /// The stored row is still the one the held answer was made from.
+    Held(Held),
+    /// The stored notes (version 0 and empty when never written), and the transaction that
+    /// wrote their row (`None` when there is no row).
+    Fresh(StoredNotes, Option<i64>),
+}
+
 /// [`read_notes`] outside any transaction, in one call (`mnemo_read_notes`, see
-/// [`crate::db::Db::read_call`]): the notes route's read.
-pub async fn read_notes_in_one_call(caller: &Caller, agent_name: &str) -> ApiResult<StoredNotes> {
+/// [`crate::db::Db::read_call`]): the notes route's read. `held` is the answer the server holds
+/// (see [`super::cache`]); when the stored row is still the one it was made from, the text is
+/// not read and `held` is the answer.
+pub async fn read_notes_in_one_call(
+    caller: &Caller,
+    agent_name: &str,
+    held: Option<Held>,
+) -> ApiResult<NotesRead> {
     operations::validate_agent_name(agent_name)?;
+    // No row has version -1: nothing held matches nothing.
+    let (held_version, held_row) = held.as_ref().map_or((-1, -1), |h| (h.version, h.row));
     let rows = caller
         .read_call(|tenant, user| {
-            sqlx::query_as!(
-                NotesRow,
-                r#"SELECT notes AS "notes!", version AS "version!", created_at AS "created_at!",
-                          updated_at AS "updated_at!"
-                   FROM mnemo_read_notes($1, $2, $3)"#,
+            sqlx::query!(
+                r#"SELECT notes, version AS "version!", row_xid AS "row_xid!",
+                          created_at AS "created_at!", updated_at AS "updated_at!"
+                   FROM mnemo_read_notes($1, $2, $3, $4, $5)"#,
                 agent_name,
+                held_version,
+                held_row,
                 tenant,
                 user
             )
         })
         .await?;
-    Ok(stored(rows.into_iter().next()))
+    let Some(row) = rows.into_iter().next() else {
+        return Ok(NotesRead::Fresh(stored(None), None));
+    };
+    let notes = match (row.notes, held) {
+        (None, Some(held)) => return Ok(NotesRead::Held(held)),
+        // The column is never NULL, so without a held answer the text is always there.
+        (notes, _) => notes.unwrap_or_default(),
+    };
+    let notes = stored(Some(NotesRow {
+        notes,
+        version: row.version,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }));
+    Ok(NotesRead::Fresh(notes, Some(row.row_xid)))
 }
 
 fn stored(row: Option<NotesRow>) -> StoredNotes {

@@ -218,6 +218,9 @@ pub async fn erase_account(
     state
         .window_cache
         .remove_all(&caller.tenant_id, Some(&caller.user_id));
+    state
+        .notes_cache
+        .remove_all(&caller.tenant_id, Some(&caller.user_id));
     let total = deleted.values().sum();
     tracing::info!(total, "account erased");
     Ok(axum::Json(Erased {
@@ -253,6 +256,7 @@ pub async fn erase_tenant(
     let deleted = erase::erase(&mut tx, Reach::Tenant).await?;
     tx.commit().await?;
     state.window_cache.remove_all(&tenant, None);
+    state.notes_cache.remove_all(&tenant, None);
     let total = deleted.values().sum();
     tracing::info!(total, tenant = %tenant, "tenant erased");
     Ok(axum::Json(Erased {

@@ -1,6 +1,7 @@
 //! Long-term notes over HTTP.
 
 use mnemo::auth::Principal;
+use mnemo::notes::cache::Held;
 use mnemo::notes::model::{NotesOperationRequest, Operation};
 use mnemo::notes::store;
 use serde_json::{Value, json};
@@ -729,4 +730,115 @@ async fn tool_functions_run_inside_the_callers_transaction(pool: PgPool) {
     let body = expect(app.get(NOTES, &token), 200).await;
     assert_eq!(body["notes"], "## Prefs\ntea\n");
     assert_eq!(body["version"], 1);
+}
+
+/// A replica keeps the notes answer it last gave, and the database sends the text again only
+/// when the row changed: every change is seen, whoever made it, and no caller is given another's
+/// answer.
+#[sqlx::test]
+async fn held_notes_answers_follow_every_change_of_their_row(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let cache = &app.state.notes_cache;
+    let alice = app.token("t1", "alice");
+    expect(
+        app.put(NOTES, &alice).json(&json!({"notes": "# A\none"})),
+        200,
+    )
+    .await;
+    let first = expect(app.get(NOTES, &alice), 200).await;
+    assert_eq!(first["notes"], "# A\none");
+    let held = cache
+        .get("t1", "alice", "assistant")
+        .expect("the answer is held after a read");
+    assert_eq!(serde_json::from_slice::<Value>(&held.body).unwrap(), first);
+
+    // While the row is the one the answer was made from, the held answer is the answer: marked,
+    // the mark comes back (and so does a 304 for its version).
+    let marked = Held {
+        body: bytes::Bytes::from_static(br#"{"held":true}"#),
+        ..held.clone()
+    };
+    cache.put("t1", "alice", "assistant", marked.clone());
+    assert_eq!(
+        expect(app.get(NOTES, &alice), 200).await,
+        json!({"held": true})
+    );
+    let response = app
+        .get(NOTES, &alice)
+        .header("if-none-match", "\"1\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 304);
+
+    // Users and tenants with an agent of the same name read their own notes, and never the
+    // held one.
+    let bob = app.token("t1", "bob");
+    let other_alice = app.token("t2", "alice");
+    expect(app.put(NOTES, &bob).json(&json!({"notes": "bob's"})), 200).await;
+    assert_eq!(expect(app.get(NOTES, &bob), 200).await["notes"], "bob's");
+    assert_eq!(expect(app.get(NOTES, &other_alice), 200).await["notes"], "");
+    assert_eq!(
+        expect(app.get(NOTES, &alice), 200).await,
+        json!({"held": true})
+    );
+
+    // A change made by hand in SQL, version untouched, is seen on the next read.
+    sqlx::query("UPDATE agent_long_term_memory SET notes = '# A\nfixed' WHERE user_id = 'alice'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let fixed = expect(app.get(NOTES, &alice), 200).await;
+    assert_eq!(
+        (&fixed["notes"], &fixed["version"]),
+        (&json!("# A\nfixed"), &json!(1))
+    );
+
+    // A write through the service.
+    op(
+        &app,
+        &alice,
+        json!({"operation": "append", "content": "two"}),
+    )
+    .await;
+    let appended = expect(app.get(NOTES, &alice), 200).await;
+    assert_eq!(appended["notes"], "# A\nfixed\ntwo\n");
+    assert_eq!(appended["version"], 2);
+
+    // Notes removed behind the replica's back read as never written, and are no longer held;
+    // written anew, their version is 1 again, with another text.
+    let carol = app.token("t1", "carol");
+    expect(app.put(NOTES, &carol).json(&json!({"notes": "old"})), 200).await;
+    assert_eq!(expect(app.get(NOTES, &carol), 200).await["notes"], "old");
+    for table in ["agent_long_term_memory_revisions", "agent_long_term_memory"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE user_id = 'carol'"))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    assert!(cache.get("t1", "carol", "assistant").is_some());
+    assert_eq!(expect(app.get(NOTES, &carol), 200).await["version"], 0);
+    assert!(cache.get("t1", "carol", "assistant").is_none());
+    expect(app.put(NOTES, &carol).json(&json!({"notes": "old"})), 200).await;
+    expect(app.get(NOTES, &carol), 200).await;
+    sqlx::query("DELETE FROM agent_long_term_memory_revisions WHERE user_id = 'carol'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM agent_long_term_memory WHERE user_id = 'carol'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    expect(app.put(NOTES, &carol).json(&json!({"notes": "new"})), 200).await;
+    let anew = expect(app.get(NOTES, &carol), 200).await;
+    assert_eq!(
+        (&anew["notes"], &anew["version"]),
+        (&json!("new"), &json!(1))
+    );
+
+    // An erasure forgets what the replica held of the erased user.
+    assert!(cache.get("t1", "bob", "assistant").is_some());
+    expect(app.delete("/api/me/data?confirm=bob", &bob), 200).await;
+    assert!(cache.get("t1", "bob", "assistant").is_none());
+    assert_eq!(expect(app.get(NOTES, &bob), 200).await["notes"], "");
 }
