@@ -22,12 +22,11 @@ LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM mnemo_act_as(p_tenant, p_user);
     RETURN QUERY
-    SELECT CASE WHEN n.version = p_held_version AND n.xmin::text::bigint = p_held_row
-                THEN NULL ELSE n.notes END,
+    SELECT CASE WHEN n.version = $2 AND n.xmin::text::bigint = $3 THEN NULL ELSE n.notes END,
            n.version, n.xmin::text::bigint, n.created_at, n.updated_at
     FROM agent_long_term_memory n
     WHERE n.tenant_id = current_setting('mnemo.tenant')
-      AND n.user_id = current_setting('mnemo.user') AND n.agent_name = p_agent;
+      AND n.user_id = current_setting('mnemo.user') AND n.agent_name = $1;
 END
 $$;
 

@@ -1,4 +1,5 @@
-//! `--explain DIR`: the plans of the hot conversation statements and of a key read.
+//! `--explain DIR`: the plans of the hot conversation statements, of a key read and of a notes
+//! read.
 
 use super::*;
 
@@ -156,42 +157,84 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
             written.push(path.display().to_string());
         }
     }
-    let path = dir.join("memory-read.txt");
-    let plan = memory_read_plan(&db, &principal).await?;
-    std::fs::write(&path, plan.join("\n") + "\n").map_err(|e| e.to_string())?;
-    written.push(path.display().to_string());
+    for (name, plan) in [
+        ("memory-read", memory_read_plan(&db, &principal).await?),
+        ("notes-read", notes_read_plan(&db, &principal).await?),
+    ] {
+        let path = dir.join(format!("{name}.txt"));
+        std::fs::write(&path, plan.join("\n") + "\n").map_err(|e| e.to_string())?;
+        written.push(path.display().to_string());
+    }
     println!("explain user={user} wrote {}", written.join(" "));
     Ok(())
 }
 
 /// The plan of a key read (`GET /api/memories/{key}`, its first 8 KB page): the statement
-/// `mnemo_read_memory` runs for a read by bytes, taken from the function's source in the
-/// database, prepared with the function's parameter types and run with a generic plan (as the
-/// function runs it), as the caller, through a scoped transaction. The key is the loaded
-/// history's middle memory.
+/// `mnemo_read_memory` runs for a read by bytes. The key is the loaded history's middle memory.
 async fn memory_read_plan(
     db: &mnemo::db::Db,
     principal: &mnemo::auth::Principal,
 ) -> Result<Vec<String>, String> {
+    function_plan(
+        db,
+        principal,
+        "mnemo_read_memory",
+        |source| {
+            source
+                .split_once("ELSE")
+                .and_then(|(_, rest)| rest.split_once("RETURN QUERY"))
+                .map(|(_, rest)| rest)
+        },
+        "text, boolean, bigint, bigint, boolean, bigint, text, text",
+        "'detail-50000', false, 0, 8192, false, 32768, current_setting('mnemo.tenant'), \
+         current_setting('mnemo.user')",
+    )
+    .await
+}
+
+/// The plan of a notes read (`GET /api/agents/{agent}/notes`) that names a row it does not
+/// match, so the text is read: the statement `mnemo_read_notes` runs.
+async fn notes_read_plan(
+    db: &mnemo::db::Db,
+    principal: &mnemo::auth::Principal,
+) -> Result<Vec<String>, String> {
+    function_plan(
+        db,
+        principal,
+        "mnemo_read_notes",
+        |source| source.split_once("RETURN QUERY").map(|(_, rest)| rest),
+        "text, bigint, bigint, text, text",
+        "'bench', -1, -1, current_setting('mnemo.tenant'), current_setting('mnemo.user')",
+    )
+    .await
+}
+
+/// The plan of the statement a read function runs: taken from the function's source in the
+/// database (`statement` finds where it starts; it ends at the next `;`), prepared with the
+/// function's parameter types and run with `args` on a generic plan (as the function runs it),
+/// as the caller, through a scoped transaction.
+async fn function_plan(
+    db: &mnemo::db::Db,
+    principal: &mnemo::auth::Principal,
+    function: &str,
+    statement: impl Fn(&str) -> Option<&str>,
+    types: &str,
+    args: &str,
+) -> Result<Vec<String>, String> {
+    let failed = |e: &dyn std::fmt::Display| format!("{function}: {e}");
     let mut tx = db.scoped(principal).await.map_err(|e| e.to_string())?;
     // Runtime: a catalog read, not part of the schema the statement macros are checked against.
-    let source: String =
-        sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = 'mnemo_read_memory'")
-            .fetch_one(&mut tx)
-            .await
-            .map_err(|e| e.to_string())?;
-    let by_bytes = source
-        .split_once("ELSE")
-        .and_then(|(_, rest)| rest.split_once("RETURN QUERY"))
-        .and_then(|(_, rest)| rest.split_once(';'))
+    let source: String = sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = $1")
+        .bind(function)
+        .fetch_one(&mut tx)
+        .await
+        .map_err(|e| failed(&e))?;
+    let read = statement(&source)
+        .and_then(|rest| rest.split_once(';'))
         .map(|(statement, _)| statement.trim().to_owned())
-        .ok_or("mnemo_read_memory: no read by bytes in its source")?;
-    let key = "detail-50000";
+        .ok_or_else(|| failed(&"no such statement in its source"))?;
     let steps = [
-        format!(
-            "PREPARE mnemo_explain_read (text, boolean, bigint, bigint, boolean, bigint, text, \
-             text) AS {by_bytes}"
-        ),
+        format!("PREPARE mnemo_explain_read ({types}) AS {read}"),
         "SET LOCAL plan_cache_mode = force_generic_plan".to_owned(),
     ];
     for step in &steps {
@@ -199,23 +242,22 @@ async fn memory_read_plan(
         sqlx::raw_sql(step)
             .execute(&mut tx)
             .await
-            .map_err(|e| format!("memory-read: {e}"))?;
+            .map_err(|e| failed(&e))?;
     }
     let explain = format!(
         "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, BUFFERS OFF, SUMMARY OFF) \
-         EXECUTE mnemo_explain_read('{key}', false, 0, 8192, false, 32768, \
-         current_setting('mnemo.tenant'), current_setting('mnemo.user'))"
+         EXECUTE mnemo_explain_read({args})"
     );
     let rows = sqlx::raw_sql(&explain)
         .fetch_all(&mut tx)
         .await
-        .map_err(|e| format!("memory-read: {e}"))?;
+        .map_err(|e| failed(&e))?;
     let lines: Result<Vec<String>, _> = rows.iter().map(|r| sqlx::Row::try_get(r, 0)).collect();
-    let lines = lines.map_err(|e| format!("memory-read: {e}"))?;
+    let lines = lines.map_err(|e| failed(&e))?;
     sqlx::raw_sql("DEALLOCATE mnemo_explain_read")
         .execute(&mut tx)
         .await
-        .map_err(|e| format!("memory-read: {e}"))?;
+        .map_err(|e| failed(&e))?;
     tx.rollback().await.map_err(|e| e.to_string())?;
     Ok(lines)
 }

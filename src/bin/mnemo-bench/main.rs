@@ -120,8 +120,8 @@ struct Args {
     /// Measure the local embedder on this many texts instead of running a scenario.
     #[arg(long)]
     embed_throughput: Option<usize>,
-    /// Write the plans of the hot conversation statements and of a key read into this folder
-    /// instead of running a scenario (as `--user`, default `bench-hist`; database from
+    /// Write the plans of the hot conversation statements, of a key read and of a notes read
+    /// into this folder instead of running a scenario (as `--user`, default `bench-hist`; database from
     /// `DATABASE_URL`).
     #[arg(long)]
     explain: Option<std::path::PathBuf>,
