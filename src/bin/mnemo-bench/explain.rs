@@ -157,56 +157,40 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
             written.push(path.display().to_string());
         }
     }
-    for (name, plan) in [
-        ("memory-read", memory_read_plan(&db, &principal).await?),
-        ("notes-read", notes_read_plan(&db, &principal).await?),
-    ] {
+    // The reads made in one call, each by the statement its function runs: a key read (its
+    // first 8 KB page, by bytes, of the loaded history's middle memory) and a notes read that
+    // names a row it does not match, so that the text is read.
+    type Statement = fn(&str) -> Option<&str>;
+    let reads: [(&str, &str, Statement, &str, &str); 2] = [
+        (
+            "memory-read",
+            "mnemo_read_memory",
+            |source| {
+                source
+                    .split_once("ELSE")
+                    .and_then(|(_, rest)| rest.split_once("RETURN QUERY"))
+                    .map(|(_, rest)| rest)
+            },
+            "text, boolean, bigint, bigint, boolean, bigint, text, text",
+            "'detail-50000', false, 0, 8192, false, 32768, current_setting('mnemo.tenant'), \
+             current_setting('mnemo.user')",
+        ),
+        (
+            "notes-read",
+            "mnemo_read_notes",
+            |source| source.split_once("RETURN QUERY").map(|(_, rest)| rest),
+            "text, bigint, bigint, text, text",
+            "'bench', -1, -1, current_setting('mnemo.tenant'), current_setting('mnemo.user')",
+        ),
+    ];
+    for (name, function, statement, types, args) in reads {
+        let plan = function_plan(&db, &principal, function, statement, types, args).await?;
         let path = dir.join(format!("{name}.txt"));
         std::fs::write(&path, plan.join("\n") + "\n").map_err(|e| e.to_string())?;
         written.push(path.display().to_string());
     }
     println!("explain user={user} wrote {}", written.join(" "));
     Ok(())
-}
-
-/// The plan of a key read (`GET /api/memories/{key}`, its first 8 KB page): the statement
-/// `mnemo_read_memory` runs for a read by bytes. The key is the loaded history's middle memory.
-async fn memory_read_plan(
-    db: &mnemo::db::Db,
-    principal: &mnemo::auth::Principal,
-) -> Result<Vec<String>, String> {
-    function_plan(
-        db,
-        principal,
-        "mnemo_read_memory",
-        |source| {
-            source
-                .split_once("ELSE")
-                .and_then(|(_, rest)| rest.split_once("RETURN QUERY"))
-                .map(|(_, rest)| rest)
-        },
-        "text, boolean, bigint, bigint, boolean, bigint, text, text",
-        "'detail-50000', false, 0, 8192, false, 32768, current_setting('mnemo.tenant'), \
-         current_setting('mnemo.user')",
-    )
-    .await
-}
-
-/// The plan of a notes read (`GET /api/agents/{agent}/notes`) that names a row it does not
-/// match, so the text is read: the statement `mnemo_read_notes` runs.
-async fn notes_read_plan(
-    db: &mnemo::db::Db,
-    principal: &mnemo::auth::Principal,
-) -> Result<Vec<String>, String> {
-    function_plan(
-        db,
-        principal,
-        "mnemo_read_notes",
-        |source| source.split_once("RETURN QUERY").map(|(_, rest)| rest),
-        "text, bigint, bigint, text, text",
-        "'bench', -1, -1, current_setting('mnemo.tenant'), current_setting('mnemo.user')",
-    )
-    .await
 }
 
 /// The plan of the statement a read function runs: taken from the function's source in the
@@ -217,7 +201,7 @@ async fn function_plan(
     db: &mnemo::db::Db,
     principal: &mnemo::auth::Principal,
     function: &str,
-    statement: impl Fn(&str) -> Option<&str>,
+    statement: fn(&str) -> Option<&str>,
     types: &str,
     args: &str,
 ) -> Result<Vec<String>, String> {
