@@ -90,6 +90,13 @@ impl AppState {
         shared.embedder = embedder;
     }
 
+    /// Forgets what this replica holds in memory of the erased users: every user of `tenant`,
+    /// or only `user` (the chat windows and the notes answers).
+    pub fn forget_erased(&self, tenant: &str, user: Option<&str>) {
+        self.window_cache.remove_all(tenant, user);
+        self.notes_cache.remove_all(tenant, user);
+    }
+
     /// Waits until the background work requests have started so far, and whatever it starts in
     /// turn, has finished.
     pub async fn settle(&self) {

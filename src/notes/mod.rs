@@ -200,23 +200,24 @@ pub async fn get_notes(
     let (tenant, user) = (principal.tenant_id.as_str(), principal.user_id.as_str());
     let cache = &state.notes_cache;
     let held = cache.get(tenant, user, &agent_name);
+    let was_held = held.is_some();
     let (version, body) = match store::read_notes_in_one_call(&caller, &agent_name, held).await? {
         store::NotesRead::Held(held) => (held.version, held.body),
         store::NotesRead::Fresh(current, row) => {
             let version = current.version;
             let body = notes_body(agent_name.clone(), current)?;
-            match row {
-                Some(row) if version > 0 => cache.put(
-                    tenant,
-                    user,
-                    &agent_name,
-                    cache::Held {
+            match row.filter(|_| version > 0) {
+                Some(row) => {
+                    let held = cache::Held {
                         version,
                         row,
                         body: body.clone(),
-                    },
-                ),
-                _ => cache.remove(tenant, user, &agent_name),
+                    };
+                    cache.put(tenant, user, &agent_name, held);
+                }
+                // Never written: nothing to hold, and what was held is gone.
+                None if was_held => cache.remove(tenant, user, &agent_name),
+                None => {}
             }
             (version, body)
         }

@@ -215,12 +215,7 @@ pub async fn erase_account(
     let mut tx = caller.begin().await?;
     let deleted = erase::erase(&mut tx, Reach::User).await?;
     tx.commit().await?;
-    state
-        .window_cache
-        .remove_all(&caller.tenant_id, Some(&caller.user_id));
-    state
-        .notes_cache
-        .remove_all(&caller.tenant_id, Some(&caller.user_id));
+    state.forget_erased(&caller.tenant_id, Some(&caller.user_id));
     let total = deleted.values().sum();
     tracing::info!(total, "account erased");
     Ok(axum::Json(Erased {
@@ -255,8 +250,7 @@ pub async fn erase_tenant(
     let mut tx = state.db.tenant_eraser(&tenant).await?;
     let deleted = erase::erase(&mut tx, Reach::Tenant).await?;
     tx.commit().await?;
-    state.window_cache.remove_all(&tenant, None);
-    state.notes_cache.remove_all(&tenant, None);
+    state.forget_erased(&tenant, None);
     let total = deleted.values().sum();
     tracing::info!(total, tenant = %tenant, "tenant erased");
     Ok(axum::Json(Erased {
