@@ -40,6 +40,8 @@
 //! children it has reaped), read from `/proc`: `server_cpu_us_per_req=... pg_cpu_us_per_req=...`;
 //! `model_cpu_us_per_req` is the part of the server's that its local embedder's threads
 //! (`mnemo-embed-<n>`) spent, and `client_cpu_us_per_req` what this load generator spent.
+//! `--cluster-ticks` prints the cluster's CPU time so far alone (`pg_ticks=...`, clock ticks),
+//! the same count, so that the script can put pgbench's cost per transaction beside it.
 //!
 //! `noisy-neighbour` measures fair use between tenants: tenant `noisy` floods with `--clients`
 //! clients (`--flood search`: keyword searches of two words by one user over `--corpus` stored
@@ -88,7 +90,7 @@ struct Args {
     /// Scenario: me, memory-store, memory-retrieve, memory-page-deep, notes-read, archive-batch,
     /// chat-context, task-events, task-query, append, append-one, window, context-one, search-keyword, search-semantic, search-hybrid, chat-search-keyword, chat-search-semantic,
     /// chat-search-hybrid, noisy-neighbour.
-    #[arg(long, required_unless_present_any = ["embed_throughput", "explain"])]
+    #[arg(long, required_unless_present_any = ["embed_throughput", "explain", "cluster_ticks"])]
     scenario: Option<String>,
     /// Concurrent clients.
     #[arg(long, default_value_t = 16)]
@@ -143,6 +145,12 @@ struct Args {
     /// Clock ticks per second of `/proc/<pid>/stat` (`getconf CLK_TCK`).
     #[arg(long, default_value_t = 100)]
     clock_ticks: u64,
+    /// Print the CPU time so far of the PostgreSQL cluster at `--pg-pid`, counted as a
+    /// scenario counts it, as `pg_ticks=<clock ticks>`, instead of running a scenario:
+    /// `scripts/bench` reads it before and after pgbench, for what the same SQL costs the cluster
+    /// per transaction.
+    #[arg(long, requires = "pg_pid")]
+    cluster_ticks: bool,
     /// Drive a Motorhead at `--url` instead of mnemo, with the same load: `append` and
     /// `append-one` post one message (`POST /sessions/{id}/memory`), `window` reads a session of
     /// 10 messages (`GET /sessions/{id}/memory`). `--server-pid` is then Motorhead's and
@@ -216,6 +224,18 @@ async fn embed_throughput(count: usize) -> ExitCode {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    if args.cluster_ticks {
+        return match cpu_ticks(None, args.pg_pid).1 {
+            Some(ticks) => {
+                println!("pg_ticks={ticks}");
+                ExitCode::SUCCESS
+            }
+            None => {
+                eprintln!("mnemo-bench: no process at --pg-pid to read the cluster's CPU time of");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(count) = args.embed_throughput {
         return embed_throughput(count).await;
     }
