@@ -1,36 +1,17 @@
 -- Raw equivalent of POST /api/chat/session/archive_messages with one message into a random one of
--- 1,000 sessions of one user (`-D user=...`): the scoped transaction and the service's archive
--- statement, prepared. `append-one` is the same SQL on one session.
+-- 1,000 sessions of one user (`-D user=...`): the one call the request sends for an archive
+-- written alone, which acts as the user and writes the archive as its own transaction (the
+-- session upsert, the message upsert, the batch record). mnemo writes a user's archives that
+-- arrive together in one such call; pgbench's clients cannot share a call, so each transaction
+-- here is one archive.
 \set s random(0, 999)
 \set n random(1, 2000000000)
-BEGIN;
-SELECT set_config('role', 'mnemo_app', true), set_config('mnemo.tenant', 'bench', true), set_config('mnemo.user', :user, true);
-WITH inserted AS (
-    INSERT INTO conversation_messages
-        (tenant_id, user_id, session_id, message_id, sender, text, sent_at)
-    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 's' || :s::int,
-           'p' || :n::int || '-' || floor(random() * 1e9)::text, 'user',
-           'message ' || :n::int || ': could you check why the nightly build failed again? The log says the integration tests timed out after the database migration step, and I would like to know whether we should retry it.',
-           '2026-11-21T12:00:00Z'
-    ON CONFLICT DO NOTHING
-    RETURNING message_id, seq, archived_at, sender, text
-), session AS (
-    INSERT INTO agent_sessions AS s (tenant_id, user_id, session_id, agent_name, message_count)
-    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), 's' || :s::int, 'assistant', count(*)::int
-    FROM inserted
-    ON CONFLICT (tenant_id, user_id, session_id)
-    DO UPDATE SET last_activity_at = now(), version = s.version + 1,
-                  message_count = s.message_count + EXCLUDED.message_count
-    RETURNING s.version
-), batch AS (
-    INSERT INTO recent_conversation_history
-        (tenant_id, user_id, id, session_id, start_timestamp, end_timestamp,
-         message_count, new_count, duplicate_count, updated_count, deleted_count)
-    SELECT current_setting('mnemo.tenant'), current_setting('mnemo.user'), gen_random_uuid(), 's' || :s::int,
-           '2026-11-21T12:00:00Z', '2026-11-21T12:00:00Z', 1, n.new, 1 - n.new, 0, 0
-    FROM (SELECT count(*)::int AS new FROM inserted) n
-)
-SELECT (SELECT version FROM session) AS version,
-       COALESCE((SELECT array_agg(message_id ORDER BY seq) FROM inserted), '{}') AS new_ids,
-       (SELECT max(archived_at) FROM inserted) AS archived_at;
-COMMIT;
+SELECT * FROM mnemo_write_archives(
+    ARRAY['s' || :s], ARRAY['assistant'], ARRAY[gen_random_uuid()],
+    ARRAY['2026-11-21T12:00:00Z'::timestamptz], ARRAY['2026-11-21T12:00:00Z'::timestamptz],
+    ARRAY[1], ARRAY[1],
+    ARRAY['p' || :n || '-' || :client_id || '-' || floor(random() * 1e9)::text],
+    ARRAY[CASE WHEN :n % 2 = 0 THEN 'user' ELSE 'ai' END],
+    ARRAY['message ' || :n || ': could you check why the nightly build failed again? The log says the integration tests timed out after the database migration step, and I would like to know whether we should retry it.'],
+    ARRAY['2026-11-21T12:00:00Z'::timestamptz], ARRAY[NULL::jsonb], ARRAY[NULL::text],
+    ARRAY[NULL::timestamptz], ARRAY[0], '{}'::text[], '{}'::timestamptz[], false, 'bench', :user);
