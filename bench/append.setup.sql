@@ -1,0 +1,2 @@
+-- How many sessions the appends spread over (`-D sessions=...` for append.pgbench.sql).
+SELECT 'sessions=1000';
