@@ -358,6 +358,23 @@ async fn request_ids_are_bounded(pool: PgPool) {
     assert!(id.len() <= 128 && id != long, "{} bytes", id.len());
 }
 
+/// Without a client's id, each request gets a random UUID of its own, also when the requests
+/// run at once on every worker thread (the generator is per thread).
+#[sqlx::test]
+async fn generated_request_ids_are_random_and_distinct(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let requests = (0..64).map(|_| app.client.get(app.url("/healthz")).send());
+    let mut ids = std::collections::HashSet::new();
+    for response in futures::future::join_all(requests).await {
+        let response = response.unwrap();
+        let id = response.headers()["x-request-id"].to_str().unwrap();
+        let uuid = uuid::Uuid::parse_str(id).unwrap_or_else(|_| panic!("not a UUID: {id}"));
+        assert_eq!(uuid.get_version_num(), 4, "{id}");
+        assert!(ids.insert(uuid), "{id} given twice");
+    }
+    assert_eq!(ids.len(), 64);
+}
+
 /// Artifacts keep the uploader's type but browsers neither sniff nor render active content.
 #[sqlx::test]
 async fn artifacts_are_never_rendered_as_pages(pool: PgPool) {
