@@ -106,8 +106,8 @@ fn next_page(request: Option<Request>) -> Option<NextPage> {
 }
 
 /// Agent tool `retrieve_memory`: one page of memory `key`, reading only the chunks the page
-/// overlaps, in one call (`mnemo_read_memory`: the memory row with the page's chunks, ordered by
-/// `byte_start`). A range past the end is an empty slice with the totals.
+/// overlaps, in one call (`mnemo_read_memory`: the memory row with the page's chunks, which are
+/// put in `byte_start` order here). A range past the end is an empty slice with the totals.
 pub async fn retrieve_memory(
     caller: &Caller,
     key: &str,
@@ -122,7 +122,7 @@ pub async fn retrieve_memory(
         Request::Lines { start, count } => (true, start, count),
     };
     let cap = (limits.max_page_bytes + CHUNK_BYTES as u64) as i64;
-    let rows = caller
+    let mut rows = caller
         .read_call(|tenant, user| {
             sqlx::query_as!(
                 PageRow,
@@ -142,6 +142,9 @@ pub async fn retrieve_memory(
             )
         })
         .await?;
+    // The chunks in page order: the call reads them along the chunk index and does not sort them
+    // again.
+    rows.sort_by_key(|r| r.chunk_byte_start);
     let Some(first) = rows.first() else {
         return Err(not_found(key));
     };
