@@ -39,26 +39,30 @@ macro_rules! window_sql {
     ($then:ident) => {
         $then!(
             r#"SELECT s.version, m.message_id AS "message_id?", m.sender AS "sender?",
-       m.text AS "text?", m.sent_at AS "sent_at?", m.archived_at AS "archived_at?", m.tool_calls,
-       m.tool_call_id
+       m.text AS "text?", m.sent_at AS "sent_at?", m.seq AS "seq?", m.archived_at AS "archived_at?",
+       m.tool_calls, m.tool_call_id
 FROM agent_sessions s
 LEFT JOIN LATERAL (
     SELECT c.message_id, c.sender, c.text, c.sent_at, c.seq, c.archived_at, c.tool_calls,
            c.tool_call_id
     FROM conversation_messages c
     WHERE c.tenant_id = s.tenant_id AND c.user_id = s.user_id AND c.session_id = s.session_id
+      AND s.version IS DISTINCT FROM $4::bigint
       AND ($3::int IS NULL OR c.archived_at >= now() - make_interval(days => $3::int))
     ORDER BY c.sent_at DESC, c.seq DESC
     LIMIT $2
-) m ON s.version IS DISTINCT FROM $4::bigint
-WHERE s.session_id = $1
-ORDER BY m.sent_at, m.seq"#
+) m ON true
+WHERE s.session_id = $1"#
         )
     };
 }
 
 /// The short-term window read: the session's version, and (only when it differs from `cached`)
-/// its last `limit` unexpired messages, newest first. One round trip.
+/// its last `limit` unexpired messages. One round trip. The version test is inside the lookup,
+/// where it depends on the session row alone: PostgreSQL tests it once, before the scan, so an
+/// unchanged window reads no message (as a join condition it was tested after the lookup had
+/// read the whole window). The lookup reads the messages newest first and the statement does not
+/// sort them again: [`window`] puts them oldest first.
 pub const WINDOW_SQL: &str = window_sql!(concat);
 
 /// A row of [`WINDOW_SQL`]: the session's version, with a message, or with NULLs when the window
@@ -69,6 +73,7 @@ struct WindowRow {
     sender: Option<String>,
     text: Option<String>,
     sent_at: Option<DateTime<Utc>>,
+    seq: Option<i64>,
     archived_at: Option<DateTime<Utc>>,
     tool_calls: Option<Value>,
     tool_call_id: Option<String>,
@@ -104,7 +109,7 @@ pub async fn window(
             )
         };
     }
-    let rows = window_sql!(window).fetch_all(&mut *conn).await?;
+    let mut rows = window_sql!(window).fetch_all(&mut *conn).await?;
     let Some(first) = rows.first() else {
         return Ok(WindowRead::NoSession);
     };
@@ -112,6 +117,7 @@ pub async fn window(
     if Some(version) == cached_version {
         return Ok(WindowRead::Unchanged);
     }
+    rows.sort_by_key(|r| (r.sent_at, r.seq));
     let messages = rows
         .into_iter()
         .filter_map(|r| {
