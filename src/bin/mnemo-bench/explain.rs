@@ -157,11 +157,13 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
             written.push(path.display().to_string());
         }
     }
-    // The reads made in one call, each by the statement its function runs: a key read (its
-    // first 8 KB page, by bytes, of the loaded history's middle memory) and a notes read that
-    // names a row it does not match, so that the text is read.
+    // The statements that functions called in one call run: a key read (its first 8 KB page, by
+    // bytes, of the loaded history's middle memory), a notes read that names a row it does not
+    // match, so that the text is read, and the archive of a group of 16 one-message archives to
+    // 16 sessions (written, then rolled back).
     type Statement = fn(&str) -> Option<&str>;
-    let reads: [(&str, &str, Statement, &str, &str); 2] = [
+    let group = group_arguments(16, &text);
+    let reads: [(&str, &str, Statement, &str, &str); 3] = [
         (
             "memory-read",
             "mnemo_read_memory",
@@ -169,7 +171,8 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
                 source
                     .split_once("ELSE")
                     .and_then(|(_, rest)| rest.split_once("RETURN QUERY"))
-                    .map(|(_, rest)| rest)
+                    .and_then(|(_, rest)| rest.split_once(';'))
+                    .map(|(statement, _)| statement)
             },
             "text, boolean, bigint, bigint, boolean, bigint, text, text",
             "'detail-50000', false, 0, 8192, false, 32768, current_setting('mnemo.tenant'), \
@@ -178,9 +181,29 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
         (
             "notes-read",
             "mnemo_read_notes",
-            |source| source.split_once("RETURN QUERY").map(|(_, rest)| rest),
+            |source| {
+                source
+                    .split_once("RETURN QUERY")
+                    .and_then(|(_, rest)| rest.split_once(';'))
+                    .map(|(statement, _)| statement)
+            },
             "text, bigint, bigint, text, text",
             "'bench', -1, -1, current_setting('mnemo.tenant'), current_setting('mnemo.user')",
+        ),
+        (
+            "archive-group",
+            "mnemo_write_archives",
+            // The statement the group runs in its loop over the answers.
+            |source| {
+                source
+                    .split_once("FOR r IN")
+                    .and_then(|(_, rest)| rest.split_once("\n        LOOP"))
+                    .map(|(statement, _)| statement)
+            },
+            "text[], text[], uuid[], timestamptz[], timestamptz[], int[], int[], text[], text[], \
+             text[], timestamptz[], jsonb[], text[], timestamptz[], int[], text[], timestamptz[], \
+             boolean",
+            &group,
         ),
     ];
     for (name, function, statement, types, args) in reads {
@@ -193,10 +216,81 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
     Ok(())
 }
 
-/// The plan of the statement a read function runs: taken from the function's source in the
-/// database (`statement` finds where it starts; it ends at the next `;`), prepared with the
-/// function's parameter types and run with `args` on a generic plan (as the function runs it),
-/// as the caller, through a scoped transaction.
+/// The arguments of `mnemo_write_archives` but the last two (the queue off), as SQL: `archives`
+/// archives of one message each (`text`) to as many sessions of the loaded history.
+fn group_arguments(archives: usize, text: &str) -> String {
+    let list = |item: &dyn Fn(usize) -> String, of: &str| {
+        let items: Vec<String> = (1..=archives).map(item).collect();
+        format!("ARRAY[{}]::{of}[]", items.join(", "))
+    };
+    let every = |value: &str, of: &str| list(&|_| value.to_owned(), of);
+    let at = "'2026-11-21T12:00:00Z'";
+    [
+        list(&|i| format!("'s{i}'"), "text"),
+        every("'assistant'", "text"),
+        every("gen_random_uuid()", "uuid"),
+        every(at, "timestamptz"),
+        every(at, "timestamptz"),
+        every("1", "int"),
+        list(&|i| i.to_string(), "int"),
+        list(&|i| format!("'explain-group-{i}'"), "text"),
+        every("'user'", "text"),
+        every(&format!("'{}'", text.replace('\'', "''")), "text"),
+        every(at, "timestamptz"),
+        every("NULL", "jsonb"),
+        every("NULL", "text"),
+        every("NULL", "timestamptz"),
+        every("0", "int"),
+        "'{}'::text[]".to_owned(),
+        "'{}'::timestamptz[]".to_owned(),
+        "false".to_owned(),
+    ]
+    .join(", ")
+}
+
+/// `statement` with each of `names` that stands as a word of its own (not inside a longer name,
+/// a quoted string or a `--` comment, nor qualified by a table) written as `$1`, `$2`, ... in their order: a PL/pgSQL
+/// function's statement as a prepared statement.
+fn positional(statement: &str, names: &[String]) -> String {
+    let mut out = String::with_capacity(statement.len());
+    let mut word = String::new();
+    let mut chars = statement.chars().peekable();
+    let flush = |word: &mut String, out: &mut String| {
+        // A qualified name (`t.name`) is a column, not the parameter.
+        match names.iter().position(|n| n == word.as_str()) {
+            Some(i) if !out.ends_with('.') => out.push_str(&format!("${}", i + 1)),
+            _ => out.push_str(word),
+        }
+        word.clear();
+    };
+    while let Some(c) = chars.next() {
+        if c.is_alphanumeric() || c == '_' || c == '$' {
+            word.push(c);
+            continue;
+        }
+        flush(&mut word, &mut out);
+        out.push(c);
+        // A string or a comment is copied as it is, to its end.
+        let end = match c {
+            '\'' => '\'',
+            '-' if chars.peek() == Some(&'-') => '\n',
+            _ => continue,
+        };
+        for c in chars.by_ref() {
+            out.push(c);
+            if c == end {
+                break;
+            }
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// The plan of a statement a function runs: taken from the function's source in the database
+/// (`statement` finds it; the function's parameter names in it become positions), prepared with
+/// the function's parameter types and run with `args` on a generic plan (as the function runs
+/// it), as the caller, through a scoped transaction, then rolled back.
 async fn function_plan(
     db: &mnemo::db::Db,
     principal: &mnemo::auth::Principal,
@@ -208,14 +302,15 @@ async fn function_plan(
     let failed = |e: &dyn std::fmt::Display| format!("{function}: {e}");
     let mut tx = db.scoped(principal).await.map_err(|e| e.to_string())?;
     // Runtime: a catalog read, not part of the schema the statement macros are checked against.
-    let source: String = sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = $1")
-        .bind(function)
-        .fetch_one(&mut tx)
-        .await
-        .map_err(|e| failed(&e))?;
+    let (source, names): (String, Vec<String>) = sqlx::query_as(
+        "SELECT prosrc, coalesce((proargnames)[1:pronargs], '{}') FROM pg_proc WHERE proname = $1",
+    )
+    .bind(function)
+    .fetch_one(&mut tx)
+    .await
+    .map_err(|e| failed(&e))?;
     let read = statement(&source)
-        .and_then(|rest| rest.split_once(';'))
-        .map(|(statement, _)| statement.trim().to_owned())
+        .map(|statement| positional(statement.trim(), &names))
         .ok_or_else(|| failed(&"no such statement in its source"))?;
     let steps = [
         format!("PREPARE mnemo_explain_read ({types}) AS {read}"),
@@ -244,4 +339,21 @@ async fn function_plan(
         .map_err(|e| failed(&e))?;
     tx.rollback().await.map_err(|e| e.to_string())?;
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::positional;
+
+    #[test]
+    fn parameter_names_become_positions_outside_strings_and_comments() {
+        let names = ["p_ids".to_owned(), "p_id".to_owned(), "p_user".to_owned()];
+        let statement = "SELECT p_ids[1], p_id, 'p_id''s p_user' AS p_user_name -- the p_id's\n\
+                         FROM t WHERE t.p_id = p_id AND u = p_user AND x = $9";
+        assert_eq!(
+            positional(statement, &names),
+            "SELECT $1[1], $2, 'p_id''s p_user' AS p_user_name -- the p_id's\n\
+             FROM t WHERE t.p_id = $2 AND u = $3 AND x = $9"
+        );
+    }
 }
