@@ -161,18 +161,16 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
     // bytes, of the loaded history's middle memory), a notes read that names a row it does not
     // match, so that the text is read, and the archive of a group of 16 one-message archives to
     // 16 sessions (written, then rolled back).
-    type Statement = fn(&str) -> Option<&str>;
     let group = group_arguments(16, &text);
+    // Each: the file, the function, where its statement stands in the function's source, the
+    // parameter types, the arguments.
     let reads: [(&str, &str, Statement, &str, &str); 3] = [
         (
             "memory-read",
             "mnemo_read_memory",
-            |source| {
-                source
-                    .split_once("ELSE")
-                    .and_then(|(_, rest)| rest.split_once("RETURN QUERY"))
-                    .and_then(|(_, rest)| rest.split_once(';'))
-                    .map(|(statement, _)| statement)
+            Statement {
+                after: &["ELSE", "RETURN QUERY"],
+                end: ";",
             },
             "text, boolean, bigint, bigint, boolean, bigint, text, text",
             "'detail-50000', false, 0, 8192, false, 32768, current_setting('mnemo.tenant'), \
@@ -181,24 +179,20 @@ pub(crate) async fn explain(dir: &std::path::Path, tenant: &str, user: &str) -> 
         (
             "notes-read",
             "mnemo_read_notes",
-            |source| {
-                source
-                    .split_once("RETURN QUERY")
-                    .and_then(|(_, rest)| rest.split_once(';'))
-                    .map(|(statement, _)| statement)
+            Statement {
+                after: &["RETURN QUERY"],
+                end: ";",
             },
             "text, bigint, bigint, text, text",
             "'bench', -1, -1, current_setting('mnemo.tenant'), current_setting('mnemo.user')",
         ),
         (
+            // The statement the group runs in its loop over the answers.
             "archive-group",
             "mnemo_write_archives",
-            // The statement the group runs in its loop over the answers.
-            |source| {
-                source
-                    .split_once("FOR r IN")
-                    .and_then(|(_, rest)| rest.split_once("\n        LOOP"))
-                    .map(|(statement, _)| statement)
+            Statement {
+                after: &["FOR r IN"],
+                end: "\n        LOOP",
             },
             "text[], text[], uuid[], timestamptz[], timestamptz[], int[], int[], text[], text[], \
              text[], timestamptz[], jsonb[], text[], timestamptz[], int[], text[], timestamptz[], \
@@ -249,8 +243,8 @@ fn group_arguments(archives: usize, text: &str) -> String {
 }
 
 /// `statement` with each of `names` that stands as a word of its own (not inside a longer name,
-/// a quoted string or a `--` comment, nor qualified by a table) written as `$1`, `$2`, ... in their order: a PL/pgSQL
-/// function's statement as a prepared statement.
+/// a quoted string or a `--` comment, nor qualified by a table) written as `$1`, `$2`, ... in
+/// their order: a PL/pgSQL function's statement as a prepared statement.
 fn positional(statement: &str, names: &[String]) -> String {
     let mut out = String::with_capacity(statement.len());
     let mut word = String::new();
@@ -287,6 +281,22 @@ fn positional(statement: &str, names: &[String]) -> String {
     out
 }
 
+/// Where a statement stands in a function's source: after each of `after` in turn, up to `end`.
+struct Statement<'a> {
+    after: &'a [&'a str],
+    end: &'a str,
+}
+
+impl Statement<'_> {
+    /// The statement's text in `source`, if the markers are there.
+    fn find<'s>(&self, source: &'s str) -> Option<&'s str> {
+        let start = self.after.iter().try_fold(source, |rest, marker| {
+            rest.split_once(marker).map(|(_, r)| r)
+        })?;
+        start.split_once(self.end).map(|(statement, _)| statement)
+    }
+}
+
 /// The plan of a statement a function runs: taken from the function's source in the database
 /// (`statement` finds it; the function's parameter names in it become positions), prepared with
 /// the function's parameter types and run with `args` on a generic plan (as the function runs
@@ -295,7 +305,7 @@ async fn function_plan(
     db: &mnemo::db::Db,
     principal: &mnemo::auth::Principal,
     function: &str,
-    statement: fn(&str) -> Option<&str>,
+    statement: Statement<'_>,
     types: &str,
     args: &str,
 ) -> Result<Vec<String>, String> {
@@ -309,7 +319,8 @@ async fn function_plan(
     .fetch_one(&mut tx)
     .await
     .map_err(|e| failed(&e))?;
-    let read = statement(&source)
+    let read = statement
+        .find(&source)
         .map(|statement| positional(statement.trim(), &names))
         .ok_or_else(|| failed(&"no such statement in its source"))?;
     let steps = [
